@@ -1,0 +1,115 @@
+# fedsim -- one non-recursive Makefile.
+#   make          release build of build/release/fedsim (installs missing Debian packages first)
+#   make run      build, then run the default demo
+#   make test     the pre-commit gate: ASan+UBSan build, fixed seeds, one BLAS thread;
+#                 ends on one line "N passed, N failed"
+#   make bench    throughput benchmarks (-O3 -march=native, own build dir; not a test)
+#   make check    format, symbol prefixes, layering and banned calls, then make test
+# Each mode builds in build/<mode>, so flags never mix. The public targets first run `deps`, then
+# re-enter make with MODE set: pkg-config is only asked once the packages are surely installed.
+MODE ?= release
+BUILD := build/$(MODE)
+
+# Debian packages the build, the tests and the default run need (DESIGN.md section 1).
+DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml-dev \
+            zlib1g-dev gnuplot-nox dataset-fashion-mnist
+
+PKGS := openblas msgpack yaml-0.1 zlib
+STD := -std=c11 -D_POSIX_C_SOURCE=200809L
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
+        -Wformat=2 -Wundef -Wpointer-arith -Wcast-qual
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT_release := -O2 -g
+OPT_test := -O1 -g $(SAN)
+OPT_bench := -O3 -march=native -DNDEBUG -g
+
+ifneq ($(MAKECMDGOALS),deps)
+DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+DEPS_LIBS = $(shell pkg-config --libs $(PKGS)) -lev -lm
+endif
+ALL_CFLAGS = $(STD) $(WARN) $(OPT_$(MODE)) -I. $(DEPS_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
+
+$(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion
+
+LIB_SRC := $(filter-out sim/main.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench/bench_*.c))
+
+.PHONY: all run test bench check deps build run-tests run-bench check-format format \
+        check-symbols check-layers check-style clean
+all: deps
+	@$(MAKE) --no-print-directory MODE=release build
+
+build: $(BUILD)/fedsim
+
+run: all
+	OPENBLAS_NUM_THREADS=1 ./build/release/fedsim train --model lenet5-caffe --epochs 1
+
+test: deps
+	@$(MAKE) --no-print-directory MODE=test run-tests
+
+bench: deps
+	@$(MAKE) --no-print-directory MODE=bench run-bench
+
+check: deps
+	@$(MAKE) --no-print-directory MODE=test check-format check-symbols check-layers check-style
+	@$(MAKE) --no-print-directory test
+
+# Install what is missing (we run as root on Debian; sudo is used when present otherwise).
+deps:
+	@missing=""; for p in $(DEPS_DEB); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "deps: installing missing Debian packages:$$missing"; \
+	    sudo=""; [ "$$(id -u)" -ne 0 ] && sudo=sudo; \
+	    $$sudo apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing \
+	        || { echo "deps: apt-get failed; install these by hand:$$missing"; exit 1; }; \
+	fi
+
+$(BUILD)/fedsim: $(BUILD)/sim/main.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+
+run-tests: $(TEST_BIN) $(BUILD)/fedsim
+	@OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 FEDSIM_BIN=$(BUILD)/fedsim sh tests/run.sh $(TEST_BIN)
+
+run-bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do $$b || exit 1; done
+
+SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] tests/*.[ch] tests/bench/*.[ch])
+check-format:
+	clang-format --dry-run --Werror $(SRC_ALL)
+format:
+	clang-format -i $(SRC_ALL)
+
+# Every exported symbol carries its folder's prefix (SQLite's checksymbols).
+check-symbols: $(LIB_OBJ)
+	@bad=$$(nm -g --defined-only $(LIB_OBJ) | awk 'NF==3{print $$3}' \
+	   | grep -Ev '^(sim|nn|dev|fl)_' || true); \
+	 if [ -n "$$bad" ]; then echo "unprefixed exports:"; echo "$$bad"; exit 1; fi
+
+# Includes point downward; sim/base.h, rng.h, time.h and units.h are leaves any layer may use.
+LEAF := sim/\(base\|rng\|time\|units\)\.h
+check-layers:
+	@if grep -n '#include "\(algos\|devices\)/' /dev/null $(wildcard nn/*.[ch]); then exit 1; fi
+	@if grep -n '#include "\(algos\|nn\)/' /dev/null $(wildcard devices/*.[ch]); then exit 1; fi
+	@if grep -n '#include "sim/' /dev/null $(wildcard nn/*.[ch] devices/*.[ch] algos/*.[ch]) \
+	    | grep -v '"$(LEAF)"'; then echo "only leaf sim/ headers below sim/"; exit 1; fi
+
+check-style:
+	@if grep -nE '\b(s?rand|random)\(|\bexit\(' /dev/null $(LIB_SRC); then \
+	   echo "banned call in library code"; exit 1; fi
+
+clean:
+	rm -rf build
+
+.SECONDARY:
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/tests/*/*.d)

@@ -1,0 +1,904 @@
+/* nn/model.c -- model instances: arena, workspace, forward/backward through the layer list, SGD,
+ * and the active-channel lists behind width slicing and row masks (see model.h).
+ *
+ * Activations are compact: a layer narrowed to n of its C channels produces (n, B, H, W) for convs
+ * or (B, n) for linears, and the next layer reads only the matching input columns of its weight.
+ * Weights are used in place when both the output and input lists are contiguous ranges (every
+ * prefix width, every unmasked layer) and gathered into a per-layer scratch otherwise; gradients
+ * of gathered weights are computed compact and scattered back.
+ */
+#include "nn/model.h"
+
+#include "nn/ops.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct nn_work {
+    float *block;                  /* owns out, d0, d1, col, x0, xhat, invstd */
+    float *out[NN_MAX_LAYERS];     /* output activations, compact */
+    int32_t *arg[NN_MAX_LAYERS];   /* max-pool argmax, owned separately */
+    float *xhat[NN_MAX_LAYERS];    /* batch-norm normalized input */
+    float *invstd[NN_MAX_LAYERS];  /* batch-norm 1/σ per active channel */
+    float *d0, *d1;                /* activation-gradient ping-pong */
+    float *col;                    /* im2col scratch */
+    float *x0;                     /* CBHW copy of a multi-channel input */
+    float *wg[NN_MAX_LAYERS];      /* gathered weights (lazily allocated, full size) */
+    float *dwg[NN_MAX_LAYERS];     /* their gradients */
+    float *vg[NN_MAX_LAYERS];      /* gathered bias / bn vectors: 4 × C (b, db or γ, β, μ, σ²) */
+    const float *wp[NN_MAX_LAYERS];/* weight the last forward used, and its row stride */
+    int ldw[NN_MAX_LAYERS];
+    int gathered[NN_MAX_LAYERS];   /* weights came from wg */
+    int *ident;                    /* 0, 1, 2, … up to the widest layer */
+    const float *in;               /* input of the last forward, (B, features) */
+    const int32_t *y;              /* its labels */
+    int B;
+} nn_work;
+
+/* ---------------------------------------------------------------------------------------- */
+/* architectures */
+
+static int add_tensor(nn_arch *a, const char *name, int rows, int cols, int trainable)
+{
+    nn_layout *L = &a->layout;
+    assert(L->n < NN_MAX_TENSORS);
+    nn_tensor *t = &L->t[L->n];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    t->off = L->n_floats;
+    t->trainable = trainable;
+    size_t n = (size_t)rows * cols;
+    L->n_params += n;
+    L->n_floats += (n + NN_ALIGN - 1) / NN_ALIGN * NN_ALIGN;
+    return L->n++;
+}
+
+/* Shape of the tensor flowing out of the last layer (the next layer's input). */
+static void cur_shape(const nn_arch *a, int *c, int *h, int *w)
+{
+    if (a->n == 0) {
+        *c = a->in_c;
+        *h = a->in_h;
+        *w = a->in_w;
+    } else {
+        *c = a->l[a->n - 1].oc;
+        *h = a->l[a->n - 1].oh;
+        *w = a->l[a->n - 1].ow;
+    }
+}
+
+static nn_layer *push(nn_arch *a, nn_op op)
+{
+    assert(a->n < NN_MAX_LAYERS);
+    nn_layer *l = &a->l[a->n];
+    memset(l, 0, sizeof *l);
+    l->op = op;
+    cur_shape(a, &l->c, &l->h, &l->w);
+    l->oc = l->c;
+    l->oh = l->h;
+    l->ow = l->w;
+    l->blk = 1;
+    l->wt = l->bt = l->rmt = l->rvt = -1;
+    a->n++;
+    return l;
+}
+
+static void add_conv(nn_arch *a, const char *name, int out, int k, int pad, int bias)
+{
+    nn_layer *l = push(a, NN_CONV);
+    char nm[24];
+    l->oc = out;
+    l->k = k;
+    l->s = 1;
+    l->p = pad;
+    l->oh = nn_conv_out(l->h, k, 1, pad);
+    l->ow = nn_conv_out(l->w, k, 1, pad);
+    l->narrow = 1;
+    snprintf(nm, sizeof nm, "%s.w", name);
+    l->wt = add_tensor(a, nm, out, l->c * k * k, 1);
+    if (bias) {
+        snprintf(nm, sizeof nm, "%s.b", name);
+        l->bt = add_tensor(a, nm, out, 1, 1);
+    }
+}
+
+static void add_linear(nn_arch *a, const char *name, int out, int bias)
+{
+    int c, h, w;
+    cur_shape(a, &c, &h, &w);
+    int blk = 1;
+    if (a->n > 0 && a->l[a->n - 1].op == NN_FLATTEN) blk = a->l[a->n - 1].h * a->l[a->n - 1].w;
+    nn_layer *l = push(a, NN_LINEAR);
+    char nm[24];
+    l->c = c * h * w;
+    l->h = l->w = 1;
+    l->blk = blk;
+    l->oc = out;
+    l->oh = l->ow = 1;
+    l->narrow = 1;
+    snprintf(nm, sizeof nm, "%s.w", name);
+    l->wt = add_tensor(a, nm, out, l->c, 1);
+    if (bias) {
+        snprintf(nm, sizeof nm, "%s.b", name);
+        l->bt = add_tensor(a, nm, out, 1, 1);
+    }
+}
+
+static void add_simple(nn_arch *a, nn_op op)
+{
+    nn_layer *l = push(a, op);
+    if (op == NN_MAXPOOL) {
+        l->oh = l->h / 2;
+        l->ow = l->w / 2;
+    } else if (op == NN_FLATTEN) {
+        l->oc = l->c * l->h * l->w;
+        l->oh = l->ow = 1;
+    }
+}
+
+/* Batch norm over the features of the layer before (pFedGate's gate normalizes this way). */
+static void add_bn(nn_arch *a, int idx)
+{
+    nn_layer *l = push(a, NN_BATCHNORM);
+    char nm[24];
+    snprintf(nm, sizeof nm, "bn%d.g", idx);
+    l->wt = add_tensor(a, nm, l->c, 1, 1);
+    snprintf(nm, sizeof nm, "bn%d.b", idx);
+    l->bt = add_tensor(a, nm, l->c, 1, 1);
+    snprintf(nm, sizeof nm, "bn%d.mean", idx);
+    l->rmt = add_tensor(a, nm, l->c, 1, 0);
+    snprintf(nm, sizeof nm, "bn%d.var", idx);
+    l->rvt = add_tensor(a, nm, l->c, 1, 0);
+}
+
+/* The classifier head is never narrowed: its outputs are the classes. */
+static void finish(nn_arch *a)
+{
+    for (int i = a->n - 1; i >= 0; i--)
+        if (a->l[i].op == NN_LINEAR || a->l[i].op == NN_CONV) {
+            a->l[i].narrow = 0;
+            break;
+        }
+}
+
+static int build_mlp(nn_arch *a, const char *spec, const char *name, int bn, sim_err *err)
+{
+    int widths[NN_MAX_LAYERS], n = 0;
+    const char *s = spec;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > 1000000 || n >= NN_MAX_LAYERS / 2)
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                            "model '%s': widths must be positive integers joined by '-'", name);
+        widths[n++] = (int)v;
+        s = end;
+        if (*s == '-') s++;
+        else if (*s)
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                            "model '%s': unexpected '%c' in widths", name, *s);
+    }
+    if (n < 2)
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "model '%s': needs at least input and output widths", name);
+    int feat = a->in_c * a->in_h * a->in_w;
+    if (widths[0] != feat || widths[n - 1] != a->classes)
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "model '%s': the data has %d features and %d classes, the model %d and %d",
+                        name, feat, a->classes, widths[0], widths[n - 1]);
+    a->in_c = feat;
+    a->in_h = a->in_w = 1;
+    for (int i = 1; i < n; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "fc%d", i);
+        add_linear(a, nm, widths[i], 1);
+        if (i == n - 1) break;
+        if (bn) add_bn(a, i);
+        add_simple(a, NN_RELU);
+    }
+    return SIM_OK;
+}
+
+static int need_image(const nn_arch *a, const char *name, int min_hw, sim_err *err)
+{
+    if (a->in_h < min_hw || a->in_w < min_hw)
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "model '%s' needs images of at least %dx%d, the data has %dx%dx%d", name,
+                        min_hw, min_hw, a->in_c, a->in_h, a->in_w);
+    return SIM_OK;
+}
+
+int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes, sim_err *err)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->in_c = c;
+    a->in_h = h;
+    a->in_w = w;
+    a->classes = classes;
+    int rc = SIM_OK;
+    if (c <= 0 || h <= 0 || w <= 0 || classes < 2)
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0, "model '%s': bad input shape %dx%dx%d or %d "
+                      "classes", name, c, h, w, classes);
+    else if (!strncmp(name, "mlp:", 4))
+        rc = build_mlp(a, name + 4, name, 0, err);
+    else if (!strncmp(name, "mlpbn:", 6))
+        rc = build_mlp(a, name + 6, name, 1, err);
+    else if (!strcmp(name, "fedpews-mlp"))
+        rc = build_mlp(a, "5-32-64-128-32-4", name, 0, err);
+    else if (!strcmp(name, "cnn2") || !strcmp(name, "pa3dfl-cnn")) {
+        if ((rc = need_image(a, name, 8, err)) == SIM_OK) {
+            add_conv(a, "conv1", 32, 5, 2, 1);
+            add_simple(a, NN_RELU);
+            add_simple(a, NN_MAXPOOL);
+            add_conv(a, "conv2", 64, 5, 2, 1);
+            add_simple(a, NN_RELU);
+            add_simple(a, NN_MAXPOOL);
+            add_simple(a, NN_FLATTEN);
+            add_linear(a, "fc1", 512, 1);
+            add_simple(a, NN_RELU);
+            if (name[0] == 'p') {
+                add_linear(a, "fc2", 128, 1);
+                add_simple(a, NN_RELU);
+            }
+            add_linear(a, "head", classes, 1);
+        }
+    } else if (!strcmp(name, "lenet5-caffe")) {
+        if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
+            add_conv(a, "conv1", 20, 5, 0, 0);
+            add_simple(a, NN_RELU);
+            add_simple(a, NN_MAXPOOL);
+            add_conv(a, "conv2", 50, 5, 0, 0);
+            add_simple(a, NN_RELU);
+            add_simple(a, NN_MAXPOOL);
+            add_simple(a, NN_FLATTEN);
+            add_linear(a, "fc3", 500, 0);
+            add_simple(a, NN_RELU);
+            add_linear(a, "fc4", classes, 0);
+        }
+    } else if (!strcmp(name, "fedpews-cnn")) {
+        if ((rc = need_image(a, name, 8, err)) == SIM_OK) {
+            static const int widths[3] = {32, 64, 128};
+            for (int i = 0; i < 3; i++) {
+                char nm[16];
+                snprintf(nm, sizeof nm, "conv%d", i + 1);
+                add_conv(a, nm, widths[i], 3, 1, 1);
+                add_simple(a, NN_RELU);
+                add_simple(a, NN_MAXPOOL);
+            }
+            add_simple(a, NN_FLATTEN);
+            add_linear(a, "head", classes, 1);
+        }
+    } else
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                      "unknown model '%s' (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, lenet5-caffe, pa3dfl-cnn, "
+                      "fedpews-mlp, fedpews-cnn)",
+                      name);
+    if (rc == SIM_OK && a->n > 0 && a->l[a->n - 1].oc != classes)
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0, "model '%s' does not end in %d outputs", name,
+                      classes);
+    if (rc != SIM_OK) {
+        memset(a, 0, sizeof *a);
+        return rc;
+    }
+    finish(a);
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* instances */
+
+static int is_param(const nn_layer *l)
+{
+    return l->op == NN_CONV || l->op == NN_LINEAR;
+}
+
+/* Active input list of layer i: the output list of the layer before (identity at the input). */
+static const int *in_list(const nn_model *m, int i, int *n);
+
+static const int *out_list(const nn_model *m, int i, int *n)
+{
+    const nn_layer *l = &m->arch.l[i];
+    if (m->list[i]) {
+        *n = m->nlist[i];
+        return m->list[i];
+    }
+    if (is_param(l)) {
+        *n = l->oc;
+        return m->work->ident;
+    }
+    return in_list(m, i, n); /* relu, pool, bn and flatten keep their input's channels */
+}
+
+static const int *in_list(const nn_model *m, int i, int *n)
+{
+    if (i == 0) {
+        *n = m->arch.l[0].c; /* the data's channels are never narrowed */
+        return m->work->ident;
+    }
+    return out_list(m, i - 1, n);
+}
+
+/* A list is usable in place when it is a contiguous ascending range. */
+static int contiguous(const int *list, int n)
+{
+    for (int j = 1; j < n; j++)
+        if (list[j] != list[0] + j) return 0;
+    return 1;
+}
+
+static size_t max_sz(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
+{
+    assert(max_batch > 0 && a->n > 0);
+    memset(m, 0, sizeof *m);
+    m->arch = *a;
+    m->max_batch = max_batch;
+    size_t nf = a->layout.n_floats;
+    m->params = sim_xcalloc(3 * nf, sizeof(float));
+    m->grads = m->params + nf;
+    m->mom = m->params + 2 * nf;
+    m->live = sim_xcalloc(nf, 1);
+    nn_work *w = sim_xcalloc(1, sizeof *w);
+    m->work = w;
+
+    /* One block for all batch-sized buffers, sized for the full width. */
+    size_t B = (size_t)max_batch, total = 0, dmax = (size_t)a->classes * B, colmax = 0, xo = 0;
+    int widest = a->in_c;
+    size_t off[NN_MAX_LAYERS], xh[NN_MAX_LAYERS], is[NN_MAX_LAYERS];
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        size_t in = (size_t)l->c * l->h * l->w * B, out = (size_t)l->oc * l->oh * l->ow * B;
+        off[i] = total;
+        total += out;
+        dmax = max_sz(dmax, max_sz(in, out));
+        if (l->oc > widest) widest = l->oc;
+        if (l->c > widest) widest = l->c;
+        if (l->op == NN_CONV)
+            colmax = max_sz(colmax, (size_t)l->c * l->k * l->k * B * l->oh * l->ow);
+        if (l->op == NN_BATCHNORM) {
+            xh[i] = total;
+            total += in;
+            is[i] = total;
+            total += (size_t)l->c;
+        }
+        if (l->op == NN_MAXPOOL) w->arg[i] = sim_xmalloc(sizeof(int32_t) * out);
+    }
+    if (a->l[0].op == NN_CONV && a->in_c > 1) {
+        xo = total;
+        total += (size_t)a->in_c * a->in_h * a->in_w * B;
+    }
+    size_t d0 = total, d1 = d0 + dmax, col = d1 + dmax;
+    total = col + colmax;
+    w->block = sim_xcalloc(total, sizeof(float));
+    for (int i = 0; i < a->n; i++) {
+        w->out[i] = w->block + off[i];
+        if (a->l[i].op == NN_BATCHNORM) {
+            w->xhat[i] = w->block + xh[i];
+            w->invstd[i] = w->block + is[i];
+        }
+    }
+    w->d0 = w->block + d0;
+    w->d1 = w->block + d1;
+    w->col = w->block + col;
+    w->x0 = xo ? w->block + xo : NULL;
+    w->ident = sim_xmalloc(sizeof(int) * (size_t)widest);
+    for (int j = 0; j < widest; j++)
+        w->ident[j] = j;
+    nn_model_reset_narrowing(m);
+}
+
+void nn_model_destroy(nn_model *m)
+{
+    if (!m || !m->work) return;
+    nn_work *w = m->work;
+    for (int i = 0; i < NN_MAX_LAYERS; i++) {
+        free(w->arg[i]);
+        free(w->wg[i]);
+        free(w->dwg[i]);
+        free(w->vg[i]);
+        free(m->list[i]);
+    }
+    free(w->ident);
+    free(w->block);
+    free(w);
+    free(m->params);
+    free(m->live);
+    memset(m, 0, sizeof *m);
+}
+
+void nn_model_init_params(nn_model *m, sim_rng *r)
+{
+    const nn_arch *a = &m->arch;
+    memset(m->params, 0, sizeof(float) * a->layout.n_floats);
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        if (is_param(l)) {
+            const nn_tensor *t = &a->layout.t[l->wt];
+            double bound = 1.0 / sqrt((double)t->cols); /* fan_in = in·k·k */
+            for (size_t j = 0; j < (size_t)t->rows * t->cols; j++)
+                m->params[t->off + j] = (float)((2 * sim_rng_uniform(r) - 1) * bound);
+            if (l->bt >= 0) {
+                const nn_tensor *b = &a->layout.t[l->bt];
+                for (int j = 0; j < b->rows; j++)
+                    m->params[b->off + j] = (float)((2 * sim_rng_uniform(r) - 1) * bound);
+            }
+        } else if (l->op == NN_BATCHNORM) {
+            for (int j = 0; j < l->c; j++) {
+                m->params[a->layout.t[l->wt].off + j] = 1.0f;
+                m->params[a->layout.t[l->rvt].off + j] = 1.0f;
+            }
+        }
+    }
+    memset(m->mom, 0, sizeof(float) * a->layout.n_floats);
+}
+
+void nn_model_zero_grad(nn_model *m)
+{
+    memset(m->grads, 0, sizeof(float) * m->arch.layout.n_floats);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* narrowing */
+
+/* Recompute the live map from the lists and masks. */
+static void refresh(nn_model *m)
+{
+    const nn_arch *a = &m->arch;
+    memset(m->live, 0, a->layout.n_floats);
+    int all = 1;
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        int ni, no;
+        const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+        if (is_param(l)) {
+            const nn_tensor *t = &a->layout.t[l->wt];
+            int run = l->op == NN_CONV ? l->k * l->k : l->blk;
+            const uint8_t *mask = m->emask[l->wt];
+            if (mask || ni * run != t->cols || no != t->rows) all = 0;
+            for (int r = 0; r < no; r++)
+                for (int j = 0; j < ni; j++) {
+                    size_t base = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
+                    for (int q = 0; q < run; q++)
+                        m->live[t->off + base + q] = mask ? mask[base + q] != 0 : 1;
+                }
+            if (l->bt >= 0)
+                for (int r = 0; r < no; r++)
+                    m->live[a->layout.t[l->bt].off + ol[r]] = 1;
+        } else if (l->op == NN_BATCHNORM) {
+            int tt[4] = {l->wt, l->bt, l->rmt, l->rvt};
+            for (int q = 0; q < 4; q++)
+                for (int r = 0; r < ni; r++)
+                    m->live[a->layout.t[tt[q]].off + il[r]] = 1;
+        }
+    }
+    m->all_live = all;
+}
+
+static void set_list(nn_model *m, int li, const int *idx, int n)
+{
+    free(m->list[li]);
+    m->list[li] = sim_xmalloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    memcpy(m->list[li], idx, sizeof(int) * (size_t)n);
+    m->nlist[li] = n;
+}
+
+void nn_model_set_width(nn_model *m, double p, double offset)
+{
+    assert(p > 0 && p <= 1);
+    const nn_arch *a = &m->arch;
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        if (!l->narrow) continue;
+        int C = l->oc, n = (int)ceil(p * C - 1e-9);
+        if (n < 1) n = 1;
+        int start = (int)floor(offset * C) % C;
+        int *idx = sim_xmalloc(sizeof(int) * (size_t)n);
+        for (int j = 0; j < n; j++)
+            idx[j] = (start + j) % C;
+        set_list(m, i, idx, n);
+        free(idx);
+    }
+    refresh(m);
+}
+
+void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep)
+{
+    const nn_layer *l = &m->arch.l[li];
+    assert(l->narrow && "only hidden conv/linear layers take row masks");
+    int *idx = sim_xmalloc(sizeof(int) * (size_t)l->oc), n = 0;
+    for (int j = 0; j < l->oc; j++)
+        if (keep[j]) idx[n++] = j;
+    set_list(m, li, idx, n);
+    free(idx);
+    refresh(m);
+}
+
+void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask)
+{
+    assert(ti >= 0 && ti < m->arch.layout.n);
+    m->emask[ti] = mask;
+    refresh(m);
+}
+
+void nn_model_reset_narrowing(nn_model *m)
+{
+    for (int i = 0; i < NN_MAX_LAYERS; i++) {
+        free(m->list[i]);
+        m->list[i] = NULL;
+        m->nlist[i] = 0;
+    }
+    for (int t = 0; t < NN_MAX_TENSORS; t++)
+        m->emask[t] = NULL;
+    refresh(m);
+}
+
+size_t nn_model_live_count(const nn_model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->arch.layout.n_floats; i++)
+        n += m->live[i];
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* forward and backward */
+
+/* The (O', I'·run) weight block layer i uses: in place or gathered (times its element mask).
+ * Sets *density to the fraction of non-zero mask entries in the block (1 without a mask). */
+static const float *weights_for(nn_model *m, int i, int *ldw, double *density)
+{
+    const nn_layer *l = &m->arch.l[i];
+    const nn_tensor *t = &m->arch.layout.t[l->wt];
+    nn_work *w = m->work;
+    int ni, no;
+    const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+    int run = l->op == NN_CONV ? l->k * l->k : l->blk;
+    const uint8_t *mask = m->emask[l->wt];
+    const float *W = m->params + t->off;
+    *density = 1.0;
+    if (!mask && contiguous(il, ni) && contiguous(ol, no)) {
+        w->gathered[i] = 0;
+        *ldw = t->cols;
+        return W + (no ? (size_t)ol[0] * t->cols : 0) + (ni ? (size_t)il[0] * run : 0);
+    }
+    if (!w->wg[i]) {
+        w->wg[i] = sim_xmalloc(sizeof(float) * (size_t)t->rows * t->cols);
+        w->dwg[i] = sim_xmalloc(sizeof(float) * (size_t)t->rows * t->cols);
+    }
+    float *g = w->wg[i];
+    size_t nnz = 0, ld = (size_t)ni * run;
+    for (int r = 0; r < no; r++)
+        for (int j = 0; j < ni; j++) {
+            size_t src = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
+            float *dst = g + r * ld + (size_t)j * run;
+            if (mask)
+                for (int q = 0; q < run; q++) {
+                    dst[q] = mask[src + q] ? W[src + q] : 0.0f;
+                    nnz += mask[src + q] != 0;
+                }
+            else
+                memcpy(dst, W + src, sizeof(float) * (size_t)run);
+        }
+    if (mask && no > 0 && ld > 0) *density = (double)nnz / ((double)no * ld);
+    w->gathered[i] = 1;
+    *ldw = (int)ld;
+    return g;
+}
+
+/* Scatter-add the compact weight gradient of layer i into grads (masked entries get nothing). */
+static void scatter_dw(nn_model *m, int i)
+{
+    const nn_layer *l = &m->arch.l[i];
+    const nn_tensor *t = &m->arch.layout.t[l->wt];
+    int ni, no;
+    const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+    int run = l->op == NN_CONV ? l->k * l->k : l->blk;
+    const uint8_t *mask = m->emask[l->wt];
+    const float *g = m->work->dwg[i];
+    float *G = m->grads + t->off;
+    size_t ld = (size_t)ni * run;
+    for (int r = 0; r < no; r++)
+        for (int j = 0; j < ni; j++) {
+            size_t dst = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
+            const float *src = g + r * ld + (size_t)j * run;
+            for (int q = 0; q < run; q++)
+                if (!mask || mask[dst + q]) G[dst + q] += src[q];
+        }
+}
+
+/* Per-channel vector v (tensor ti) restricted to the active list: in place or gathered. */
+static float *vec_for(nn_model *m, int ti, const int *list, int n, float *scratch)
+{
+    float *v = m->params + m->arch.layout.t[ti].off;
+    if (contiguous(list, n)) return v + (n ? list[0] : 0);
+    for (int j = 0; j < n; j++)
+        scratch[j] = v[list[j]];
+    return scratch;
+}
+
+static float *vec_scratch(nn_model *m, int i, int C)
+{
+    if (!m->work->vg[i]) m->work->vg[i] = sim_xcalloc(8 * (size_t)C, sizeof(float));
+    return m->work->vg[i];
+}
+
+float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int train)
+{
+    assert(B > 0 && B <= m->max_batch);
+    const nn_arch *a = &m->arch;
+    nn_work *w = m->work;
+    w->in = x;
+    w->y = y;
+    w->B = B;
+    const float *in = x;
+    if (a->l[0].op == NN_CONV && a->in_c > 1) {
+        nn_transpose_bcn(w->x0, x, B, a->in_c, a->in_h * a->in_w);
+        in = w->x0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        float *out = w->out[i];
+        int ni, no;
+        const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+        (void)il;
+        if (is_param(l)) {
+            double dens;
+            int ldw;
+            const float *wp = weights_for(m, i, &ldw, &dens);
+            w->wp[i] = wp;
+            w->ldw[i] = ldw;
+            const float *bp = NULL;
+            if (l->bt >= 0) bp = vec_for(m, l->bt, ol, no, vec_scratch(m, i, l->oc));
+            double flops;
+            if (l->op == NN_CONV) {
+                nn_conv_forward(out, w->col, in, wp, ldw, bp, B, ni, l->h, l->w, no, l->k, l->s,
+                                l->p);
+                flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
+            } else {
+                nn_linear_forward(out, in, wp, ldw, bp, B, ni * l->blk, no);
+                flops = 2.0 * no * ni * l->blk * (double)B;
+            }
+            m->cost.flops += flops;
+            if (m->emask[l->wt]) {
+                m->cost.flops_masked += flops;
+                m->cost.flops_masked_nnz += flops * dens;
+            }
+        } else if (l->op == NN_RELU) {
+            nn_relu_forward(out, in, (long)B * ni * l->h * l->w);
+        } else if (l->op == NN_MAXPOOL) {
+            nn_maxpool2_forward(out, w->arg[i], in, ni * B, l->h, l->w);
+        } else if (l->op == NN_FLATTEN) {
+            nn_transpose_bcn(out, in, ni, B, l->h * l->w);
+        } else if (l->op == NN_BATCHNORM) {
+            float *sc = vec_scratch(m, i, l->c);
+            float *g = vec_for(m, l->wt, il, ni, sc), *b = vec_for(m, l->bt, il, ni, sc + l->c);
+            float *rm = vec_for(m, l->rmt, il, ni, sc + 2 * l->c);
+            float *rv = vec_for(m, l->rvt, il, ni, sc + 3 * l->c);
+            nn_bn_forward(out, w->xhat[i], w->invstd[i], in, g, b, rm, rv, B, ni, train, 0.1f,
+                          1e-5f);
+            if (rm == sc + 2 * l->c)
+                for (int j = 0; j < ni; j++) {
+                    m->params[a->layout.t[l->rmt].off + il[j]] = rm[j];
+                    m->params[a->layout.t[l->rvt].off + il[j]] = rv[j];
+                }
+        }
+        in = out;
+    }
+    m->logits = w->out[a->n - 1];
+    if (!y) return 0.0f;
+    m->loss = nn_softmax_xent(train ? w->d0 : NULL, m->logits, y, B, a->classes);
+    return m->loss;
+}
+
+void nn_model_backward(nn_model *m)
+{
+    const nn_arch *a = &m->arch;
+    nn_work *w = m->work;
+    int B = w->B;
+    float *dy = w->d0, *dx = w->d1;
+    for (int i = a->n - 1; i >= 0; i--) {
+        const nn_layer *l = &a->l[i];
+        const float *in = i ? w->out[i - 1] : (w->x0 && l->op == NN_CONV ? w->x0 : w->in);
+        int ni, no;
+        const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+        float *dxp = i ? dx : NULL;
+        if (is_param(l)) {
+            const nn_tensor *t = &a->layout.t[l->wt];
+            float *dw;
+            int lddw;
+            if (w->gathered[i]) {
+                lddw = w->ldw[i];
+                dw = w->dwg[i];
+                memset(dw, 0, sizeof(float) * (size_t)no * lddw);
+            } else {
+                lddw = t->cols;
+                dw = m->grads + (w->wp[i] - m->params);
+            }
+            float *db = NULL;
+            int db_gathered = 0;
+            if (l->bt >= 0) {
+                if (contiguous(ol, no)) {
+                    db = m->grads + a->layout.t[l->bt].off + (no ? ol[0] : 0);
+                } else {
+                    db = vec_scratch(m, i, l->oc) + l->oc;
+                    memset(db, 0, sizeof(float) * (size_t)no);
+                    db_gathered = 1;
+                }
+            }
+            double flops;
+            if (l->op == NN_CONV) {
+                nn_conv_backward(dxp, dw, lddw, db, w->col, dy, in, w->wp[i], w->ldw[i], B, ni,
+                                 l->h, l->w, no, l->k, l->s, l->p);
+                flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
+            } else {
+                nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B,
+                                   ni * l->blk, no);
+                flops = 2.0 * no * ni * l->blk * (double)B;
+            }
+            flops *= dxp ? 2 : 1;
+            m->cost.flops += flops;
+            if (m->emask[l->wt]) {
+                m->cost.flops_masked += flops;
+                /* the masked weight's density scales dx's GEMM the same way as the forward */
+                double dens = 0;
+                const uint8_t *mk = m->emask[l->wt];
+                size_t nn = (size_t)t->rows * t->cols, nz = 0;
+                for (size_t q = 0; q < nn; q++)
+                    nz += mk[q] != 0;
+                dens = nn ? (double)nz / nn : 1.0;
+                m->cost.flops_masked_nnz += flops * dens;
+            }
+            if (w->gathered[i]) scatter_dw(m, i);
+            if (db_gathered)
+                for (int r = 0; r < no; r++)
+                    m->grads[a->layout.t[l->bt].off + ol[r]] += db[r];
+        } else if (l->op == NN_RELU) {
+            nn_relu_backward(dy, dy, w->out[i], (long)B * ni * l->h * l->w);
+            continue; /* in place: dy stays the current gradient */
+        } else if (l->op == NN_MAXPOOL) {
+            if (dxp) nn_maxpool2_backward(dxp, dy, w->arg[i], ni * B, l->h, l->w);
+        } else if (l->op == NN_FLATTEN) {
+            if (dxp) nn_transpose_bcn(dxp, dy, B, ni, l->h * l->w);
+        } else if (l->op == NN_BATCHNORM) {
+            float *sc = vec_scratch(m, i, l->c);
+            const float *g = vec_for(m, l->wt, il, ni, sc);
+            float *dg = sc + 4 * l->c, *dbb = sc + 5 * l->c;
+            memset(dg, 0, sizeof(float) * 2 * (size_t)l->c);
+            nn_bn_backward(dxp, dg, dbb, dy, w->xhat[i], w->invstd[i], g, B, ni);
+            for (int j = 0; j < ni; j++) {
+                m->grads[a->layout.t[l->wt].off + il[j]] += dg[j];
+                m->grads[a->layout.t[l->bt].off + il[j]] += dbb[j];
+            }
+        }
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+}
+
+float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
+{
+    const nn_layout *L = &m->arch.layout;
+    double ss = 0;
+    for (int ti = 0; ti < L->n; ti++) {
+        const nn_tensor *t = &L->t[ti];
+        if (!t->trainable) continue;
+        const float *g = m->grads + t->off;
+        size_t n = (size_t)t->rows * t->cols;
+        for (size_t j = 0; j < n; j++)
+            ss += (double)g[j] * (double)g[j]; /* dead parameters have zero gradient */
+    }
+    float norm = (float)sqrt(ss);
+    float scale = opt->clip_norm > 0 && norm > opt->clip_norm ? opt->clip_norm / norm : 1.0f;
+    float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
+    for (int ti = 0; ti < L->n; ti++) {
+        const nn_tensor *t = &L->t[ti];
+        if (!t->trainable) continue;
+        float *p = m->params + t->off, *v = m->mom + t->off;
+        const float *g = m->grads + t->off;
+        const uint8_t *live = m->live + t->off;
+        size_t n = (size_t)t->rows * t->cols;
+        if (m->all_live) {
+            for (size_t j = 0; j < n; j++) {
+                float d = g[j] * scale + wd * p[j];
+                v[j] = mu * v[j] + d;
+                p[j] -= lr * v[j];
+            }
+        } else {
+            for (size_t j = 0; j < n; j++) {
+                if (!live[j]) continue;
+                float d = g[j] * scale + wd * p[j];
+                v[j] = mu * v[j] + d;
+                p[j] -= lr * v[j];
+            }
+        }
+    }
+    return norm;
+}
+
+float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B)
+{
+    nn_model_zero_grad(m);
+    float loss = nn_model_forward(m, x, y, B, 1);
+    nn_model_backward(m);
+    nn_model_sgd_step(m, opt);
+    m->cost.samples += B;
+    return loss;
+}
+
+int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, double *loss)
+{
+    int feat = m->arch.in_c * m->arch.in_h * m->arch.in_w, K = m->arch.classes, correct = 0;
+    double sum = 0;
+    for (int s = 0; s < n; s += m->max_batch) {
+        int B = n - s < m->max_batch ? n - s : m->max_batch;
+        sum += (double)nn_model_forward(m, x + (size_t)s * feat, y + s, B, 0) * B;
+        for (int b = 0; b < B; b++) {
+            const float *z = m->logits + (size_t)b * K;
+            int best = 0;
+            for (int j = 1; j < K; j++)
+                if (z[j] > z[best]) best = j;
+            correct += best == y[s + b];
+        }
+    }
+    if (loss) *loss = n ? sum / n : 0;
+    return correct;
+}
+
+uint64_t nn_model_pattern(const nn_model *m)
+{
+    const nn_arch *a = &m->arch;
+    const nn_work *w = m->work;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        int ni, no;
+        in_list(m, i, &ni);
+        out_list(m, i, &no);
+        long n = (long)w->B * no * l->oh * l->ow;
+        if (l->op == NN_RELU)
+            for (long j = 0; j < n; j++)
+                h = (h ^ (uint64_t)(w->out[i][j] > 0)) * 1099511628211ull;
+        else if (l->op == NN_MAXPOOL)
+            for (long j = 0; j < n; j++)
+                h = (h ^ (uint64_t)w->arg[i][j]) * 1099511628211ull;
+    }
+    return h;
+}
+
+size_t nn_model_memory_bytes(const nn_model *m, int B)
+{
+    const nn_arch *a = &m->arch;
+    size_t floats = 0, ints = 0, dmax = (size_t)a->classes * B, colmax = 0;
+    for (int ti = 0; ti < a->layout.n; ti++) {
+        const nn_tensor *t = &a->layout.t[ti];
+        size_t live = 0;
+        for (size_t j = 0; j < (size_t)t->rows * t->cols; j++)
+            live += m->live[t->off + j];
+        floats += live * (t->trainable ? 3 : 1); /* param, grad, momentum */
+    }
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        int ni, no;
+        in_list(m, i, &ni);
+        out_list(m, i, &no);
+        size_t in = (size_t)ni * (l->op == NN_LINEAR ? l->blk : l->h * l->w) * B;
+        size_t out = (size_t)no * l->oh * l->ow * B;
+        floats += out;
+        dmax = max_sz(dmax, max_sz(in, out));
+        if (l->op == NN_CONV) colmax = max_sz(colmax, (size_t)ni * l->k * l->k * B * l->oh * l->ow);
+        if (l->op == NN_MAXPOOL) ints += out;
+        if (l->op == NN_BATCHNORM) floats += in + (size_t)ni;
+    }
+    floats += 2 * dmax + colmax;
+    return floats * sizeof(float) + ints * sizeof(int32_t);
+}

@@ -1,0 +1,151 @@
+/* nn/model.h -- models: an architecture (layers + tensor layout), one float arena per instance,
+ * forward/backward over a batch, SGD, and the structured narrowing that makes sparse clients cheap.
+ *
+ * Layout: every tensor (weights, biases, batch-norm statistics) is an offset into one arena of
+ * n_floats; params, grads and momentum are three views of the same layout, so averaging, masking
+ * and serialization are single loops over n_floats.
+ *
+ * Narrowing: each hidden conv/linear layer has an *active list* of output channels (all of them by
+ * default). Width slicing (HeteroFL/FjORD prefix, FedRolex rolling window) and row masks (a pruned
+ * neuron or filter, SpaFL) both set these lists; the kernels then run on compact activations and
+ * on the matching sub-block of each weight (taken in place when the lists are contiguous ranges,
+ * gathered otherwise), so a narrowed model does smaller GEMMs, not multiplications by zero.
+ * Element masks (unstructured) keep dense shapes: weights are multiplied by the mask, FLOPs are
+ * counted dense and the masked density is reported so a device's sparse efficiency can apply.
+ * Parameters outside the active lists or masks are not "live": they get no gradient and SGD leaves
+ * them (weights, momentum) untouched, exactly as if a submodel had been extracted and trained.
+ */
+#ifndef NN_MODEL_H
+#define NN_MODEL_H
+
+#include "sim/base.h"
+#include "sim/rng.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NN_MAX_LAYERS  32
+#define NN_MAX_TENSORS 64
+#define NN_ALIGN       16 /* tensors start on 64-byte boundaries */
+
+typedef struct nn_tensor {
+    char name[24];  /* "fc1.w": stable, used in messages and checkpoints */
+    int rows, cols; /* row-major; a conv weight is (out, in·k·k), a vector is (n, 1) */
+    size_t off;     /* in floats from the arena start */
+    int trainable;  /* 0 for running statistics: averaged and sent, never stepped by SGD */
+} nn_tensor;
+
+typedef struct nn_layout {
+    nn_tensor t[NN_MAX_TENSORS];
+    int n;           /* tensors */
+    size_t n_floats; /* arena size, including alignment padding (kept zero) */
+    size_t n_params; /* sum of rows·cols over all tensors (what a paper counts) */
+} nn_layout;
+
+typedef enum nn_op { NN_LINEAR, NN_CONV, NN_MAXPOOL, NN_RELU, NN_FLATTEN, NN_BATCHNORM } nn_op;
+
+typedef struct nn_layer {
+    nn_op op;
+    int c, h, w;    /* input channels (features for linear/bn), height, width */
+    int oc, oh, ow; /* output shape */
+    int k, s, p;    /* conv kernel, stride, padding */
+    int blk;        /* linear: input features per upstream channel (h·w after a flatten, else 1) */
+    int wt, bt;     /* weight and bias tensors (bn: gamma, beta), -1 when absent */
+    int rmt, rvt;   /* bn running mean and variance tensors, -1 otherwise */
+    int narrow;     /* 1 when its output channels may be narrowed or row-masked (hidden layers) */
+} nn_layer;
+
+typedef struct nn_arch {
+    char name[64];
+    int in_c, in_h, in_w, classes;
+    nn_layer l[NN_MAX_LAYERS];
+    int n;
+    nn_layout layout;
+} nn_arch;
+
+/* Build an architecture by name for inputs of shape (c, h, w) and `classes` outputs:
+ *   mlp:784-200-200-10   fully connected widths, input first, output last (ReLU between)
+ *   mlpbn:784-200-10     the same with 1-D batch norm before every hidden ReLU
+ *   cnn2                 McMahan et al.: conv5x5 32 + pool, conv5x5 64 + pool, fc 512, fc classes
+ *   lenet5-caffe         SpaFL: conv5x5 20 + pool, conv5x5 50 + pool, fc 500, fc classes, no bias
+ *   pa3dfl-cnn           Pa3dFL Fashion CNN: cnn2 with fc 512, fc 128 before the head
+ *   fedpews-mlp          FedPeWS: mlp 5-32-64-128-32-4
+ *   fedpews-cnn          FedPeWS Table 5: 3 × (conv3x3 p1 32/64/128 + pool), fc classes
+ * Returns SIM_EINVAL with a message for unknown names or shapes that do not fit. */
+int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes, sim_err *err);
+
+/* What one job cost, as the kernels executed it. flops counts 2·MACs of every GEMM actually run
+ * (narrowed layers count their reduced sizes). Of those, flops_masked were run dense on
+ * element-masked weights, and flops_masked_nnz is the same work scaled by the masks' density. */
+typedef struct nn_cost {
+    double flops;
+    double flops_masked;
+    double flops_masked_nnz;
+    double samples; /* training samples processed */
+} nn_cost;
+
+typedef struct nn_sgd {
+    float lr;
+    float momentum;     /* 0 for plain SGD; PyTorch form v = μv + g, w −= lr·v */
+    float weight_decay; /* L2 added to the gradient of trainable tensors */
+    float clip_norm;    /* clip the global gradient norm to this when > 0 */
+} nn_sgd;
+
+typedef struct nn_model {
+    nn_arch arch;          /* copied: a model owns its description */
+    int max_batch;         /* workspace is sized for this */
+    float *params;         /* n_floats; owns the block holding params, grads and momentum */
+    float *grads;          /* n_floats, same block */
+    float *mom;            /* n_floats, same block */
+    uint8_t *live;         /* n_floats: 1 where the current lists/masks train the parameter */
+    int all_live;          /* no narrowing and no masks: fast paths apply */
+    int *list[NN_MAX_LAYERS];    /* narrowable layers: active output channels, ascending order
+                                    not required; NULL for other layers */
+    int nlist[NN_MAX_LAYERS];    /* their lengths */
+    const uint8_t *emask[NN_MAX_TENSORS]; /* borrowed element masks (n = rows·cols) or NULL */
+    nn_cost cost;          /* accumulated by forward/backward; reset by the caller */
+    float loss;            /* of the last forward with labels */
+    float *logits;         /* (B, classes) of the last forward, inside the workspace */
+    struct nn_work *work;  /* activations and scratch, private to model.c */
+} nn_model;
+
+void nn_model_init(nn_model *m, const nn_arch *a, int max_batch);
+void nn_model_destroy(nn_model *m);
+/* PyTorch's default init: weights and biases U(−1/√fan_in, 1/√fan_in); bn γ=1, β=0, var=1. */
+void nn_model_init_params(nn_model *m, sim_rng *r);
+void nn_model_zero_grad(nn_model *m);
+
+/* Forward a batch x (B, c·h·w). With labels y, returns the mean cross-entropy (and remembers
+ * what backward needs); without, returns 0. train selects batch-norm batch statistics. */
+float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int train);
+/* Backward of the last forward with labels: accumulates into grads of live parameters. */
+void nn_model_backward(nn_model *m);
+/* One SGD step over live trainable parameters; returns the gradient norm before clipping. */
+float nn_model_sgd_step(nn_model *m, const nn_sgd *opt);
+/* zero_grad + forward + backward + step; returns the batch loss. */
+float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B);
+/* Correct predictions over n samples, evaluated in eval mode in batches; *loss gets the mean. */
+int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, double *loss);
+
+/* Narrowing. A width p in (0,1] keeps ceil(p·C) channels of every narrowable layer: the first
+ * ones (offset 0) or a rolling window starting at channel ⌊offset·C⌋ mod C (FedRolex). */
+void nn_model_set_width(nn_model *m, double p, double offset);
+/* Keep the channels of layer li whose keep[] is non-zero (a row mask over its outputs). */
+void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep);
+/* Borrow an element mask for tensor ti (NULL removes it). */
+void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask);
+/* Back to the full dense model. */
+void nn_model_reset_narrowing(nn_model *m);
+
+/* A fingerprint of the last forward's piecewise-linear region: which ReLU outputs were positive
+ * and which inputs each max-pool picked. Gradient checks use it to skip steps that cross a kink. */
+uint64_t nn_model_pattern(const nn_model *m);
+
+/* Peak training memory in bytes at batch B for the current narrowing: live parameters with
+ * their gradients and momentum, running statistics, activations kept for backward, the input
+ * gradient buffers, and im2col scratch. */
+size_t nn_model_memory_bytes(const nn_model *m, int B);
+/* Number of live parameters (what a narrowed client trains and sends). */
+size_t nn_model_live_count(const nn_model *m);
+
+#endif /* NN_MODEL_H */

@@ -1,0 +1,75 @@
+/* nn/ops.h -- the layer kernels: forward/backward pairs over raw float buffers, plus the naive
+ * reference of each fast kernel, which the tests compare against.
+ *
+ * Dimensions: B batch, I input features, O output features (rows of a weight), C input channels,
+ * H/W input height/width, OH/OW output height/width, k kernel size, s stride, p padding, K classes.
+ * Convolutions work in channel-major "CBHW" layout, x[c][b][h][w]: then im2col over the whole
+ * batch is one (C·k·k) × (B·OH·OW) matrix and the convolution one GEMM, whatever the batch size.
+ * Weights are row-major with a leading dimension (ld) so a narrowed or row-masked layer can use a
+ * sub-block of the full tensor in place. Backward kernels accumulate (+=) into weight and bias
+ * gradients and write (=) the input gradient; a NULL dx skips it (the first layer needs none).
+ */
+#ifndef NN_OPS_H
+#define NN_OPS_H
+
+#include <stdint.h>
+
+/* y (B,O) = x (B,I) · w (O,I; row stride ldw)ᵀ + b (O) [b may be NULL] */
+void nn_linear_forward(float *y, const float *x, const float *w, int ldw, const float *b, int B,
+                       int I, int O);
+/* dx (B,I) = dy·w; dw (O,I; stride lddw) += dyᵀ·x; db (O) += Σ_b dy [db may be NULL] */
+void nn_linear_backward(float *dx, float *dw, int lddw, float *db, const float *dy, const float *x,
+                        const float *w, int ldw, int B, int I, int O);
+void nn_linear_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
+                           int I, int O);
+void nn_linear_backward_ref(float *dx, float *dw, int lddw, float *db, const float *dy,
+                            const float *x, const float *w, int ldw, int B, int I, int O);
+
+static inline int nn_conv_out(int n, int k, int s, int p)
+{
+    return (n + 2 * p - k) / s + 1;
+}
+/* col (C·k·k, B·OH·OW) from x (C,B,H,W); zero where the window falls in the padding */
+void nn_im2col(float *col, const float *x, int C, int B, int H, int W, int k, int s, int p);
+/* dx (C,B,H,W) += the col2im fold of dcol (C·k·k, B·OH·OW) */
+void nn_col2im(float *dx, const float *dcol, int C, int B, int H, int W, int k, int s, int p);
+/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O); col is scratch of im2col size */
+void nn_conv_forward(float *y, float *col, const float *x, const float *w, int ldw, const float *b,
+                     int B, int C, int H, int W, int O, int k, int s, int p);
+/* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=; col is scratch */
+void nn_conv_backward(float *dx, float *dw, int lddw, float *db, float *col, const float *dy,
+                      const float *x, const float *w, int ldw, int B, int C, int H, int W, int O,
+                      int k, int s, int p);
+void nn_conv_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
+                         int C, int H, int W, int O, int k, int s, int p);
+void nn_conv_backward_ref(float *dx, float *dw, int lddw, float *db, const float *dy,
+                          const float *x, const float *w, int ldw, int B, int C, int H, int W,
+                          int O, int k, int s, int p);
+
+/* 2×2 max-pool, stride 2, floor: y (P,H/2,W/2) from x (P,H,W), P planes; arg keeps the argmax */
+void nn_maxpool2_forward(float *y, int32_t *arg, const float *x, int P, int H, int W);
+/* dx (P,H,W) = routes dy to the argmax positions (zero elsewhere) */
+void nn_maxpool2_backward(float *dx, const float *dy, const int32_t *arg, int P, int H, int W);
+
+void nn_relu_forward(float *y, const float *x, long n);
+/* dx = dy where the forward output y was positive; dx may alias dy */
+void nn_relu_backward(float *dx, const float *dy, const float *y, long n);
+
+/* Batch norm over features, x (B,C). train: batch statistics (biased variance), running stats
+ * updated with momentum (unbiased variance, as PyTorch); eval: running statistics. Saves xhat
+ * (B,C) and invstd (C) for backward. gamma/beta/rmean/rvar are (C). */
+void nn_bn_forward(float *y, float *xhat, float *invstd, const float *x, const float *gamma,
+                   const float *beta, float *rmean, float *rvar, int B, int C, int train,
+                   float momentum, float eps);
+/* dx (B,C) = ∂/∂x of the training-mode forward; dgamma, dbeta (C) += */
+void nn_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *xhat,
+                    const float *invstd, const float *gamma, int B, int C);
+
+/* Mean softmax cross-entropy of logits (B,K) against labels y (B); writes dlogits (B,K) =
+ * (softmax − onehot)/B when dlogits is non-NULL. Returns the mean loss. */
+float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int B, int K);
+
+/* b (C,B,N) from a (B,C,N) and back: the layout changes at a CNN's input and flatten. */
+void nn_transpose_bcn(float *b, const float *a, int B, int C, int N);
+
+#endif /* NN_OPS_H */

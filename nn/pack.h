@@ -1,0 +1,24 @@
+/* nn/pack.h -- model parameters to and from msgpack, the form in which models are saved, loaded
+ * and sent (a message's encoded length is what the simulator charges as transfer).
+ *
+ * Format: a map {"model": name, "tensors": [[name, rows, cols], ...], "data": bin}, where data is
+ * every tensor's rows·cols values as little-endian float32, in layout order, without the arena's
+ * alignment padding. Unpacking checks the tensor list against the receiving architecture, so a
+ * message for another model, or a truncated one, is an error rather than a silent misread.
+ */
+#ifndef NN_PACK_H
+#define NN_PACK_H
+
+#include "nn/model.h"
+
+#include <msgpack.h>
+
+/* Append the packed parameters (one msgpack map) to sb. */
+void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params);
+/* Read parameters of architecture a from one msgpack map in buf into params (n_floats); on error
+ * returns SIM_EFORMAT naming what is wrong and leaves params unchanged. `what` names the source
+ * (a file or a message) in the error. */
+int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len,
+                     const char *what, sim_err *err);
+
+#endif /* NN_PACK_H */

@@ -1,0 +1,340 @@
+/* tests/test_nn_model.c -- models as a whole: parameter counts of the papers' architectures,
+ * whole-model gradient checks (dense and narrowed), narrowing and masks against the dense model
+ * with zeroed weights (same outputs and gradients, fewer FLOPs), SGD semantics, memory accounting,
+ * and a small learning run. */
+#include "nn/model.h"
+#include "nn/ops.h"
+#include "tests/check.h"
+#include "tests/gradcheck.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static sim_rng rng;
+
+static void build(nn_arch *a, const char *name, int c, int h, int w, int k)
+{
+    sim_err err = {0};
+    int rc = nn_arch_build(a, name, c, h, w, k, &err);
+    CHECK_MSG(rc == SIM_OK, "build %s: %s", name, err.msg);
+}
+
+static void fill(float *x, size_t n, double scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((2 * sim_rng_uniform(&rng) - 1) * scale);
+}
+
+static void test_param_counts(void)
+{
+    static const struct {
+        const char *name;
+        int c, h, w, k;
+        size_t params;
+    } cases[] = {
+            {"cnn2", 1, 28, 28, 10, 1663370},
+            {"lenet5-caffe", 1, 28, 28, 10, 430500},
+            {"pa3dfl-cnn", 1, 28, 28, 10, 1725194},
+            {"fedpews-mlp", 5, 1, 1, 4, 14884},
+            {"mlp:784-200-200-10", 1, 28, 28, 10, 199210},
+            {"fedpews-cnn", 3, 32, 32, 20, 134228},
+    };
+    for (size_t i = 0; i < SIM_ARRAY_LEN(cases); i++) {
+        nn_arch a;
+        build(&a, cases[i].name, cases[i].c, cases[i].h, cases[i].w, cases[i].k);
+        CHECK_MSG(a.layout.n_params == cases[i].params, "%s has %zu parameters, paper says %zu",
+                  cases[i].name, a.layout.n_params, cases[i].params);
+    }
+    nn_arch a;
+    sim_err err = {0};
+    CHECK(nn_arch_build(&a, "resnet9000", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK(strstr(err.msg, "resnet9000") != NULL);
+    CHECK(nn_arch_build(&a, "mlp:784-10", 1, 28, 28, 12, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "mlp:784-x-10", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "lenet5-caffe", 5, 1, 1, 4, &err) == SIM_EINVAL);
+}
+
+/* ---- whole-model gradient check ---- */
+typedef struct {
+    nn_model *m;
+    const float *x;
+    const int32_t *y;
+    int B;
+    uint64_t region; /* activation pattern at the unperturbed parameters */
+} model_ctx;
+
+static double model_loss(void *p)
+{
+    model_ctx *c = p;
+    return nn_model_forward(c->m, c->x, c->y, c->B, 1);
+}
+
+static int model_same_region(void *p)
+{
+    model_ctx *c = p;
+    return nn_model_pattern(c->m) == c->region;
+}
+
+static void gradcheck_model(const char *name, int c, int h, int w, int k, double width)
+{
+    nn_arch a;
+    build(&a, name, c, h, w, k);
+    nn_model m;
+    int B = 4, feat = c * h * w;
+    nn_model_init(&m, &a, B);
+    nn_model_init_params(&m, &rng);
+    if (width < 1) nn_model_set_width(&m, width, 0.7);
+    float *x = malloc(sizeof(float) * (size_t)B * feat);
+    int32_t y[4];
+    fill(x, (size_t)B * feat, 1);
+    for (int b = 0; b < B; b++)
+        y[b] = (int32_t)sim_rng_below(&rng, (uint64_t)k);
+    nn_model_zero_grad(&m);
+    nn_model_forward(&m, x, y, B, 1);
+    nn_model_backward(&m);
+    float *g = malloc(sizeof(float) * a.layout.n_floats);
+    memcpy(g, m.grads, sizeof(float) * a.layout.n_floats);
+    model_ctx ctx = {&m, x, y, B, nn_model_pattern(&m)};
+    int kinks = 0, checked = 0;
+    for (int t = 0; t < a.layout.n; t++) {
+        const nn_tensor *T = &a.layout.t[t];
+        if (!T->trainable) continue;
+        char what[96];
+        snprintf(what, sizeof what, "%s@%.2f.%s", name, width, T->name);
+        int bad = gc_check_region(what, m.params + T->off, g + T->off, (size_t)T->rows * T->cols,
+                                  model_loss, model_same_region, &ctx, 32, 1e-3, 1e-2, 1e-4,
+                                  (uint64_t)t, &kinks);
+        checked += 32;
+        CHECK_MSG(bad == 0, "%s: %d coordinates disagree", what, bad);
+    }
+    /* kinks are detected exactly; the bound keeps the check from judging too few coordinates */
+    CHECK_MSG(kinks * 2 <= checked, "%s@%.2f: %d of %d coordinates sit on kinks", name, width,
+              kinks, checked);
+    /* the same check catches a gradient whose sign is wrong in one tensor (the head's, which
+     * crosses no kink, so every coordinate is judged) */
+    const nn_tensor *T = &a.layout.t[a.layout.n - 1];
+    for (size_t i = 0; i < (size_t)T->rows * T->cols; i++)
+        g[T->off + i] = -g[T->off + i];
+    printf("  (the next gradcheck failures are expected: a sign-flipped gradient)\n");
+    CHECK_MSG(gc_check_region("broken", m.params + T->off, g + T->off, (size_t)T->rows * T->cols,
+                              model_loss, model_same_region, &ctx, 32, 1e-3, 1e-2, 1e-4, 99,
+                              &kinks) > 0,
+              "%s: a sign-flipped gradient is caught", name);
+    free(x);
+    free(g);
+    nn_model_destroy(&m);
+}
+
+/* ---- narrowing/masks against the dense model with zeroed weights ---- */
+enum { NARROW_PREFIX, NARROW_ROLL, NARROW_ROWS, NARROW_EMASK };
+
+static void compare_dense(const char *name, int c, int h, int w, int k, int mode)
+{
+    nn_arch a;
+    build(&a, name, c, h, w, k);
+    int B = 5, feat = c * h * w;
+    nn_model s, d; /* s: narrowed/masked, d: dense with the dead weights zeroed */
+    nn_model_init(&s, &a, B);
+    nn_model_init(&d, &a, B);
+    nn_model_init_params(&s, &rng);
+    uint8_t *keep[NN_MAX_LAYERS] = {0}, *mask = NULL;
+    int mt = -1;
+    if (mode == NARROW_PREFIX) nn_model_set_width(&s, 0.5, 0);
+    if (mode == NARROW_ROLL) nn_model_set_width(&s, 0.4, 0.8); /* wraps around */
+    if (mode == NARROW_ROWS)
+        for (int i = 0; i < a.n; i++) {
+            if (!a.l[i].narrow) continue;
+            keep[i] = malloc((size_t)a.l[i].oc);
+            for (int j = 0; j < a.l[i].oc; j++)
+                keep[i][j] = sim_rng_uniform(&rng) < 0.6;
+            nn_model_set_rows(&s, i, keep[i]);
+        }
+    if (mode == NARROW_EMASK) {
+        mt = a.l[0].wt; /* first layer's weight */
+        size_t n = (size_t)a.layout.t[mt].rows * a.layout.t[mt].cols;
+        mask = malloc(n);
+        for (size_t j = 0; j < n; j++)
+            mask[j] = sim_rng_uniform(&rng) < 0.3;
+        nn_model_set_mask(&s, mt, mask);
+    }
+    size_t nf = a.layout.n_floats;
+    for (size_t i = 0; i < nf; i++)
+        d.params[i] = s.live[i] ? s.params[i] : 0.0f;
+    for (int t = 0; t < a.layout.n; t++) /* running variance stays 1 even where dead */
+        if (!a.layout.t[t].trainable && strstr(a.layout.t[t].name, "var"))
+            for (int j = 0; j < a.layout.t[t].rows; j++)
+                d.params[a.layout.t[t].off + j] = 1.0f;
+
+    float *x = malloc(sizeof(float) * (size_t)B * feat);
+    int32_t y[5];
+    fill(x, (size_t)B * feat, 1);
+    for (int b = 0; b < B; b++)
+        y[b] = (int32_t)sim_rng_below(&rng, (uint64_t)k);
+    nn_model_zero_grad(&s);
+    nn_model_zero_grad(&d);
+    float ls = nn_model_forward(&s, x, y, B, 1), ld = nn_model_forward(&d, x, y, B, 1);
+    double dl = 0;
+    for (int i = 0; i < B * k; i++)
+        dl = fmax(dl, fabs((double)s.logits[i] - (double)d.logits[i]));
+    CHECK_MSG(dl < 1e-4, "%s mode %d: logits differ by %g", name, mode, dl);
+    CHECK_NEAR(ls, ld, 1e-5);
+    nn_model_backward(&s);
+    nn_model_backward(&d);
+    double dg = 0, dead = 0, scale = 0;
+    for (size_t i = 0; i < nf; i++) {
+        scale = fmax(scale, fabs((double)d.grads[i]));
+        if (s.live[i])
+            dg = fmax(dg, fabs((double)s.grads[i] - (double)d.grads[i]));
+        else
+            dead = fmax(dead, fabs((double)s.grads[i]));
+    }
+    CHECK_MSG(dg < 1e-4 * fmax(1, scale), "%s mode %d: live gradients differ by %g", name, mode,
+              dg);
+    CHECK_MSG(dead == 0, "%s mode %d: dead parameters got gradient %g", name, mode, dead);
+    if (mode == NARROW_EMASK) {
+        CHECK_MSG(s.cost.flops == d.cost.flops, "element masks count dense FLOPs");
+        CHECK(s.cost.flops_masked > 0);
+        double dens = s.cost.flops_masked_nnz / s.cost.flops_masked;
+        CHECK_MSG(dens > 0.2 && dens < 0.4, "masked density %.3f near 0.3", dens);
+        CHECK(d.cost.flops_masked == 0);
+    } else {
+        CHECK_MSG(s.cost.flops < 0.8 * d.cost.flops, "%s mode %d: %g FLOPs vs dense %g", name, mode,
+                  s.cost.flops, d.cost.flops);
+        CHECK(nn_model_memory_bytes(&s, B) < nn_model_memory_bytes(&d, B));
+        CHECK(nn_model_live_count(&s) < nn_model_live_count(&d));
+    }
+    /* SGD leaves dead parameters, and their momentum, untouched */
+    float *before = malloc(sizeof(float) * nf);
+    memcpy(before, s.params, sizeof(float) * nf);
+    nn_sgd opt = {0.1f, 0.9f, 0.01f, 0};
+    nn_model_sgd_step(&s, &opt);
+    int moved_dead = 0, moved_live = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (!s.live[i] && (s.params[i] != before[i] || s.mom[i] != 0)) moved_dead++;
+        if (s.live[i] && s.params[i] != before[i]) moved_live++;
+    }
+    CHECK_MSG(moved_dead == 0, "%s mode %d: SGD moved %d dead parameters", name, mode, moved_dead);
+    CHECK(moved_live > 0);
+    for (int i = 0; i < NN_MAX_LAYERS; i++)
+        free(keep[i]);
+    free(mask);
+    free(before);
+    free(x);
+    nn_model_destroy(&s);
+    nn_model_destroy(&d);
+}
+
+static void test_sgd(void)
+{
+    nn_arch a;
+    build(&a, "mlp:3-2", 3, 1, 1, 2);
+    nn_model m;
+    nn_model_init(&m, &a, 1);
+    size_t nf = a.layout.n_floats;
+    for (int t = 0; t < a.layout.n; t++)
+        for (int i = 0; i < a.layout.t[t].rows * a.layout.t[t].cols; i++)
+            m.params[a.layout.t[t].off + (size_t)i] = 0.5f;
+    nn_sgd opt = {0.1f, 0.9f, 0.2f, 0};
+    float v = 0, p = 0.5f;
+    for (int step = 0; step < 2; step++) {
+        for (int t = 0; t < a.layout.n; t++)
+            for (int i = 0; i < a.layout.t[t].rows * a.layout.t[t].cols; i++)
+                m.grads[a.layout.t[t].off + (size_t)i] = 1.0f;
+        nn_model_sgd_step(&m, &opt);
+        float g = 1.0f + 0.2f * p;
+        v = 0.9f * v + g;
+        p -= 0.1f * v;
+    }
+    const nn_tensor *w = &a.layout.t[0];
+    CHECK_NEAR(m.params[w->off], p, 1e-6);
+    CHECK_NEAR(m.params[w->off + 5], p, 1e-6);
+    CHECK(m.params[w->off + 6] == 0.0f); /* alignment padding is never touched */
+    /* clipping scales the whole gradient to the given norm */
+    nn_sgd clip = {1.0f, 0, 0, 1.0f};
+    for (size_t i = 0; i < nf; i++)
+        m.params[i] = 0, m.grads[i] = 0, m.mom[i] = 0;
+    for (int i = 0; i < 6; i++)
+        m.grads[w->off + i] = 2.0f;
+    m.grads[a.layout.t[1].off] = 2.0f;
+    m.grads[a.layout.t[1].off + 1] = 2.0f;
+    float norm = nn_model_sgd_step(&m, &clip);
+    CHECK_NEAR(norm, sqrt(8 * 4.0), 1e-5);
+    CHECK_NEAR(m.params[w->off], -2.0 / sqrt(32.0), 1e-6);
+    nn_model_destroy(&m);
+}
+
+static void test_memory(void)
+{
+    nn_arch a;
+    build(&a, "mlp:4-8-3", 4, 1, 1, 3);
+    nn_model m;
+    nn_model_init(&m, &a, 2);
+    /* params 67 × (param, grad, momentum) + activations 16+16+6 + 2 × widest gradient 16 */
+    CHECK_EQ_I64(nn_model_memory_bytes(&m, 2), (67 * 3 + 38 + 32) * 4);
+    nn_model_set_width(&m, 0.5, 0);
+    CHECK_EQ_I64(nn_model_live_count(&m), 35);
+    CHECK_EQ_I64(nn_model_memory_bytes(&m, 2), (35 * 3 + 22 + 16) * 4);
+    nn_model_destroy(&m);
+
+    build(&a, "lenet5-caffe", 1, 28, 28, 10);
+    nn_model_init(&m, &a, 64);
+    size_t full = nn_model_memory_bytes(&m, 64);
+    CHECK(full > 430500 * 12); /* at least params, grads and momentum */
+    nn_model_destroy(&m);
+}
+
+/* Two Gaussian blobs in 10-D: a 2-layer MLP must separate them. */
+static void test_learns(void)
+{
+    enum { N = 800, D = 10 };
+    float *x = malloc(sizeof(float) * N * D);
+    int32_t *y = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) {
+        y[i] = i % 2;
+        for (int j = 0; j < D; j++)
+            x[i * D + j] = (float)(sim_rng_normal(&rng) + (y[i] ? 1.5 : -1.5) * (j < 3));
+    }
+    nn_arch a;
+    build(&a, "mlp:10-32-2", D, 1, 1, 2);
+    nn_model m;
+    nn_model_init(&m, &a, 16);
+    nn_model_init_params(&m, &rng);
+    nn_sgd opt = {0.05f, 0.9f, 0, 0};
+    for (int epoch = 0; epoch < 3; epoch++)
+        for (int s = 0; s < 640; s += 16)
+            nn_model_train_step(&m, &opt, x + s * D, y + s, 16);
+    double loss;
+    int correct = nn_model_evaluate(&m, x + 640 * D, y + 640, 160, &loss);
+    CHECK_MSG(correct >= 152, "held-out accuracy %d/160 (Bayes error is 0.5%%)", correct);
+    CHECK(m.cost.samples == 3 * 640.0);
+    CHECK(m.cost.flops > 0);
+    free(x);
+    free(y);
+    nn_model_destroy(&m);
+}
+
+int main(void)
+{
+    sim_rng_seed(&rng, 7, SIM_RNG_TEST, 1);
+    test_param_counts();
+    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1);
+    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5);
+    gradcheck_model("cnn2", 3, 8, 8, 4, 1);
+    gradcheck_model("cnn2", 3, 8, 8, 4, 0.3);
+    gradcheck_model("lenet5-caffe", 1, 16, 16, 10, 1);
+    static const struct {
+        const char *name;
+        int c, h, w, k;
+    } nets[] = {{"mlpbn:20-16-12-5", 20, 1, 1, 5},
+                {"cnn2", 1, 12, 12, 10},
+                {"cnn2", 3, 12, 12, 6},
+                {"lenet5-caffe", 1, 16, 16, 10},
+                {"pa3dfl-cnn", 1, 12, 12, 10}};
+    for (size_t i = 0; i < SIM_ARRAY_LEN(nets); i++)
+        for (int mode = NARROW_PREFIX; mode <= NARROW_EMASK; mode++)
+            compare_dense(nets[i].name, nets[i].c, nets[i].h, nets[i].w, nets[i].k, mode);
+    test_sgd();
+    test_memory();
+    test_learns();
+    return CHECK_DONE();
+}

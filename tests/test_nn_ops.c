@@ -1,0 +1,264 @@
+/* tests/test_nn_ops.c -- every kernel against its naive reference and a finite-difference check,
+ * the accumulation contract of backward, and a check that the gradient checker catches a bug. */
+#include "nn/ops.h"
+#include "sim/rng.h"
+#include "tests/check.h"
+#include "tests/gradcheck.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static sim_rng rng;
+
+static float *rnd(size_t n, double scale)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((2 * sim_rng_uniform(&rng) - 1) * scale);
+    return p;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* ---- linear ---- */
+typedef struct {
+    float *x, *w, *b, *y, *r;
+    int B, I, O, ldw;
+} lin_ctx;
+
+static double lin_loss(void *p)
+{
+    lin_ctx *c = p;
+    nn_linear_forward(c->y, c->x, c->w, c->ldw, c->b, c->B, c->I, c->O);
+    return dot(c->y, c->r, (size_t)c->B * c->O);
+}
+
+static void test_linear(int B, int I, int O, int pad)
+{
+    int ldw = I + pad;
+    lin_ctx c = {rnd((size_t)B * I, 1),
+                 rnd((size_t)O * ldw, 0.5),
+                 rnd((size_t)O, 0.5),
+                 rnd((size_t)B * O, 1),
+                 rnd((size_t)B * O, 1),
+                 B,
+                 I,
+                 O,
+                 ldw};
+    float *y2 = rnd((size_t)B * O, 1);
+    nn_linear_forward(c.y, c.x, c.w, ldw, c.b, B, I, O);
+    nn_linear_forward_ref(y2, c.x, c.w, ldw, c.b, B, I, O);
+    CHECK_MSG(max_diff(c.y, y2, (size_t)B * O) < 1e-4, "linear forward vs ref B=%d I=%d O=%d", B, I,
+              O);
+    float *dx = rnd((size_t)B * I, 1), *dx2 = rnd((size_t)B * I, 1);
+    float *dw = calloc((size_t)O * ldw, 4), *dw2 = calloc((size_t)O * ldw, 4);
+    float *db = calloc((size_t)O, 4), *db2 = calloc((size_t)O, 4);
+    nn_linear_backward(dx, dw, ldw, db, c.r, c.x, c.w, ldw, B, I, O);
+    nn_linear_backward_ref(dx2, dw2, ldw, db2, c.r, c.x, c.w, ldw, B, I, O);
+    CHECK_MSG(max_diff(dx, dx2, (size_t)B * I) < 1e-4, "linear dx vs ref");
+    CHECK_MSG(max_diff(dw, dw2, (size_t)O * ldw) < 1e-4, "linear dw vs ref");
+    CHECK_MSG(max_diff(db, db2, (size_t)O) < 1e-4, "linear db vs ref");
+    CHECK(gc_check("linear.x", c.x, dx, (size_t)B * I, lin_loss, &c, 40, 1e-3, 1e-2, 1e-4, 1) == 0);
+    CHECK(gc_check("linear.w", c.w, dw, (size_t)O * ldw, lin_loss, &c, 40, 1e-3, 1e-2, 1e-4, 2) ==
+          0);
+    CHECK(gc_check("linear.b", c.b, db, (size_t)O, lin_loss, &c, 40, 1e-3, 1e-2, 1e-4, 3) == 0);
+
+    /* backward accumulates into dw/db: a second call doubles them */
+    float *dw3 = malloc(sizeof(float) * (size_t)O * ldw);
+    memcpy(dw3, dw, sizeof(float) * (size_t)O * ldw);
+    nn_linear_backward(NULL, dw, ldw, db, c.r, c.x, c.w, ldw, B, I, O);
+    for (size_t i = 0; i < (size_t)O * ldw; i++)
+        dw3[i] *= 2;
+    CHECK_MSG(max_diff(dw, dw3, (size_t)O * ldw) < 1e-4, "linear backward accumulates");
+
+    /* the checker catches a wrong gradient: flip the sign of db */
+    printf("  (the next gradcheck failures are expected: a sign-flipped gradient)\n");
+    for (int o = 0; o < O; o++)
+        db2[o] = -db2[o];
+    CHECK_MSG(gc_check("linear.b(broken)", c.b, db2, (size_t)O, lin_loss, &c, 40, 1e-3, 1e-2, 1e-4,
+                       3) > 0,
+              "gradcheck reports a sign-flipped bias gradient");
+    free(c.x), free(c.w), free(c.b), free(c.y), free(c.r), free(y2), free(dx), free(dx2);
+    free(dw), free(dw2), free(db), free(db2), free(dw3);
+}
+
+/* ---- conv ---- */
+typedef struct {
+    float *x, *w, *b, *y, *r, *col;
+    int B, C, H, W, O, k, s, p;
+} conv_ctx;
+
+static double conv_loss(void *q)
+{
+    conv_ctx *c = q;
+    nn_conv_forward(c->y, c->col, c->x, c->w, c->C * c->k * c->k, c->b, c->B, c->C, c->H, c->W,
+                    c->O, c->k, c->s, c->p);
+    int OH = nn_conv_out(c->H, c->k, c->s, c->p), OW = nn_conv_out(c->W, c->k, c->s, c->p);
+    return dot(c->y, c->r, (size_t)c->O * c->B * OH * OW);
+}
+
+static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p)
+{
+    int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p), K = C * k * k;
+    size_t nx = (size_t)C * B * H * W, ny = (size_t)O * B * OH * OW, nw = (size_t)O * K;
+    conv_ctx c = {rnd(nx, 1),
+                  rnd(nw, 0.3),
+                  rnd((size_t)O, 0.3),
+                  rnd(ny, 1),
+                  rnd(ny, 1),
+                  rnd((size_t)K * B * OH * OW, 1),
+                  B,
+                  C,
+                  H,
+                  W,
+                  O,
+                  k,
+                  s,
+                  p};
+    float *y2 = rnd(ny, 1);
+    conv_loss(&c);
+    nn_conv_forward_ref(y2, c.x, c.w, K, c.b, B, C, H, W, O, k, s, p);
+    CHECK_MSG(max_diff(c.y, y2, ny) < 1e-4, "conv forward vs ref B%d C%d %dx%d O%d k%d s%d p%d", B,
+              C, H, W, O, k, s, p);
+    float *dx = rnd(nx, 1), *dx2 = rnd(nx, 1), *dw = calloc(nw, 4), *dw2 = calloc(nw, 4);
+    float *db = calloc((size_t)O, 4), *db2 = calloc((size_t)O, 4);
+    nn_conv_backward(dx, dw, K, db, c.col, c.r, c.x, c.w, K, B, C, H, W, O, k, s, p);
+    nn_conv_backward_ref(dx2, dw2, K, db2, c.r, c.x, c.w, K, B, C, H, W, O, k, s, p);
+    CHECK_MSG(max_diff(dx, dx2, nx) < 1e-4, "conv dx vs ref");
+    CHECK_MSG(max_diff(dw, dw2, nw) < 1e-3, "conv dw vs ref");
+    CHECK_MSG(max_diff(db, db2, (size_t)O) < 1e-3, "conv db vs ref");
+    CHECK(gc_check("conv.x", c.x, dx, nx, conv_loss, &c, 30, 1e-3, 1e-2, 1e-3, 4) == 0);
+    CHECK(gc_check("conv.w", c.w, dw, nw, conv_loss, &c, 30, 1e-3, 1e-2, 1e-3, 5) == 0);
+    CHECK(gc_check("conv.b", c.b, db, (size_t)O, conv_loss, &c, 30, 1e-3, 1e-2, 1e-3, 6) == 0);
+    free(c.x), free(c.w), free(c.b), free(c.y), free(c.r), free(c.col), free(y2), free(dx);
+    free(dx2), free(dw), free(dw2), free(db), free(db2);
+}
+
+/* ---- max-pool, relu, batch norm, softmax cross-entropy ---- */
+typedef struct {
+    float *x, *y, *r, *g, *b, *rm, *rv, *xh, *is;
+    int32_t *arg, *lab;
+    int n, P, H, W, B, C, op;
+} misc_ctx;
+
+static double misc_loss(void *q)
+{
+    misc_ctx *c = q;
+    switch (c->op) {
+    case 0:
+        nn_maxpool2_forward(c->y, c->arg, c->x, c->P, c->H, c->W);
+        return dot(c->y, c->r, (size_t)c->P * (c->H / 2) * (c->W / 2));
+    case 1:
+        nn_relu_forward(c->y, c->x, c->n);
+        return dot(c->y, c->r, (size_t)c->n);
+    case 2:
+        nn_bn_forward(c->y, c->xh, c->is, c->x, c->g, c->b, c->rm, c->rv, c->B, c->C, 1, 0.1f,
+                      1e-5f);
+        return dot(c->y, c->r, (size_t)c->B * c->C);
+    default:
+        return nn_softmax_xent(NULL, c->x, c->lab, c->B, c->C);
+    }
+}
+
+static void test_misc(void)
+{
+    misc_ctx c = {0};
+    /* max-pool on odd sizes (floor) */
+    c.P = 3, c.H = 7, c.W = 6, c.op = 0;
+    size_t nx = (size_t)c.P * c.H * c.W, ny = (size_t)c.P * 3 * 3;
+    c.x = rnd(nx, 1), c.y = rnd(ny, 1), c.r = rnd(ny, 1), c.arg = malloc(4 * ny);
+    float *dx = rnd(nx, 1);
+    /* distinct values 0.01 apart, shuffled, so ±h never changes a window's argmax */
+    uint32_t *perm = malloc(sizeof(uint32_t) * nx);
+    for (size_t i = 0; i < nx; i++)
+        perm[i] = (uint32_t)i;
+    sim_rng_shuffle_u32(&rng, perm, nx);
+    for (size_t i = 0; i < nx; i++)
+        c.x[i] = 0.01f * (float)perm[i] - 0.5f;
+    free(perm);
+    misc_loss(&c);
+    nn_maxpool2_backward(dx, c.r, c.arg, c.P, c.H, c.W);
+    CHECK(gc_check("maxpool.x", c.x, dx, nx, misc_loss, &c, 200, 1e-3, 1e-2, 1e-4, 7) == 0);
+    int ok = 1;
+    for (int q = 0; q < c.P; q++)
+        for (int oy = 0; oy < 3; oy++)
+            for (int ox = 0; ox < 3; ox++) {
+                const float *xp = c.x + (size_t)q * c.H * c.W;
+                float m = xp[2 * oy * c.W + 2 * ox];
+                for (int d = 1; d < 4; d++)
+                    m = fmaxf(m, xp[(2 * oy + d / 2) * c.W + 2 * ox + d % 2]);
+                ok &= c.y[(q * 3 + oy) * 3 + ox] == m;
+            }
+    CHECK_MSG(ok, "maxpool picks the window maximum");
+    free(c.x), free(c.y), free(c.r), free(c.arg), free(dx);
+
+    /* relu, inputs kept away from the kink */
+    c.op = 1, c.n = 50;
+    c.x = rnd(50, 1), c.y = rnd(50, 1), c.r = rnd(50, 1), dx = rnd(50, 1);
+    for (int i = 0; i < 50; i++)
+        c.x[i] += c.x[i] > 0 ? 0.05f : -0.05f;
+    misc_loss(&c);
+    nn_relu_backward(dx, c.r, c.y, 50);
+    CHECK(gc_check("relu.x", c.x, dx, 50, misc_loss, &c, 50, 1e-3, 1e-2, 1e-4, 8) == 0);
+    free(c.x), free(c.y), free(c.r), free(dx);
+
+    /* batch norm, training mode */
+    c.op = 2, c.B = 6, c.C = 4;
+    size_t n = (size_t)c.B * c.C;
+    c.x = rnd(n, 2), c.y = rnd(n, 1), c.r = rnd(n, 1), c.g = rnd(4, 1), c.b = rnd(4, 1);
+    c.rm = calloc(4, 4), c.rv = calloc(4, 4), c.xh = rnd(n, 1), c.is = rnd(4, 1), dx = rnd(n, 1);
+    float *dg = calloc(4, 4), *dbb = calloc(4, 4);
+    misc_loss(&c);
+    nn_bn_backward(dx, dg, dbb, c.r, c.xh, c.is, c.g, c.B, c.C);
+    CHECK(gc_check("bn.x", c.x, dx, n, misc_loss, &c, 24, 1e-3, 1e-2, 1e-4, 9) == 0);
+    CHECK(gc_check("bn.gamma", c.g, dg, 4, misc_loss, &c, 4, 1e-3, 1e-2, 1e-4, 10) == 0);
+    CHECK(gc_check("bn.beta", c.b, dbb, 4, misc_loss, &c, 4, 1e-3, 1e-2, 1e-4, 11) == 0);
+    /* eval mode uses the running statistics */
+    for (int j = 0; j < 4; j++)
+        c.rm[j] = 0.5f, c.rv[j] = 4.0f;
+    nn_bn_forward(c.y, c.xh, c.is, c.x, c.g, c.b, c.rm, c.rv, c.B, c.C, 0, 0.1f, 1e-5f);
+    CHECK_NEAR(c.y[5], c.g[1] * (c.x[5] - 0.5f) / sqrtf(4.0f + 1e-5f) + c.b[1], 1e-5);
+    free(c.x), free(c.y), free(c.r), free(c.g), free(c.b), free(c.rm), free(c.rv), free(c.xh);
+    free(c.is), free(dx), free(dg), free(dbb);
+
+    /* softmax cross-entropy */
+    c.op = 3, c.B = 5, c.C = 7;
+    n = (size_t)c.B * c.C;
+    c.x = rnd(n, 3), c.lab = malloc(4 * 5), dx = rnd(n, 1);
+    for (int i = 0; i < 5; i++)
+        c.lab[i] = (int32_t)sim_rng_below(&rng, 7);
+    nn_softmax_xent(dx, c.x, c.lab, c.B, c.C);
+    CHECK(gc_check("xent.logits", c.x, dx, n, misc_loss, &c, 35, 1e-3, 1e-2, 1e-4, 12) == 0);
+    float z[3] = {0, 0, 0};
+    int32_t l0 = 1;
+    CHECK_NEAR(nn_softmax_xent(NULL, z, &l0, 1, 3), log(3.0), 1e-6);
+    free(c.x), free(c.lab), free(dx);
+}
+
+int main(void)
+{
+    sim_rng_seed(&rng, 42, SIM_RNG_TEST, 0);
+    test_linear(3, 5, 4, 0);
+    test_linear(1, 7, 3, 2);
+    test_linear(17, 33, 9, 5);
+    test_conv(2, 1, 8, 8, 3, 5, 1, 2);
+    test_conv(3, 2, 7, 9, 4, 3, 1, 0);
+    test_conv(1, 3, 9, 9, 2, 3, 2, 1);
+    test_conv(2, 2, 12, 12, 5, 5, 1, 0);
+    test_misc();
+    return CHECK_DONE();
+}
