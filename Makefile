@@ -45,7 +45,7 @@ all: deps
 build: $(BUILD)/fedsim
 
 run: all
-	OPENBLAS_NUM_THREADS=1 ./build/release/fedsim train --model lenet5-caffe --epochs 1
+	./build/release/fedsim train --model lenet5-caffe --epochs 2 --lr 0.02 --batch 32
 
 test: deps
 	@$(MAKE) --no-print-directory MODE=test run-tests

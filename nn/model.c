@@ -18,23 +18,23 @@
 #include <string.h>
 
 typedef struct nn_work {
-    float *block;                  /* owns out, d0, d1, col, x0, xhat, invstd */
-    float *out[NN_MAX_LAYERS];     /* output activations, compact */
-    int32_t *arg[NN_MAX_LAYERS];   /* max-pool argmax, owned separately */
-    float *xhat[NN_MAX_LAYERS];    /* batch-norm normalized input */
-    float *invstd[NN_MAX_LAYERS];  /* batch-norm 1/σ per active channel */
-    float *d0, *d1;                /* activation-gradient ping-pong */
-    float *col;                    /* im2col scratch */
-    float *x0;                     /* CBHW copy of a multi-channel input */
-    float *wg[NN_MAX_LAYERS];      /* gathered weights (lazily allocated, full size) */
-    float *dwg[NN_MAX_LAYERS];     /* their gradients */
-    float *vg[NN_MAX_LAYERS];      /* gathered bias / bn vectors: 4 × C (b, db or γ, β, μ, σ²) */
-    const float *wp[NN_MAX_LAYERS];/* weight the last forward used, and its row stride */
+    float *block;                 /* owns out, d0, d1, col, x0, xhat, invstd */
+    float *out[NN_MAX_LAYERS];    /* output activations, compact */
+    int32_t *arg[NN_MAX_LAYERS];  /* max-pool argmax, owned separately */
+    float *xhat[NN_MAX_LAYERS];   /* batch-norm normalized input */
+    float *invstd[NN_MAX_LAYERS]; /* batch-norm 1/σ per active channel */
+    float *d0, *d1;               /* activation-gradient ping-pong */
+    float *col;                   /* im2col scratch */
+    float *x0;                    /* CBHW copy of a multi-channel input */
+    float *wg[NN_MAX_LAYERS];     /* gathered weights (lazily allocated, full size) */
+    float *dwg[NN_MAX_LAYERS];    /* their gradients */
+    float *vg[NN_MAX_LAYERS]; /* gathered bias / bn vectors: 4 × C (b, db or γ, β, μ, σ²) */
+    const float *wp[NN_MAX_LAYERS]; /* weight the last forward used, and its row stride */
     int ldw[NN_MAX_LAYERS];
-    int gathered[NN_MAX_LAYERS];   /* weights came from wg */
-    int *ident;                    /* 0, 1, 2, … up to the widest layer */
-    const float *in;               /* input of the last forward, (B, features) */
-    const int32_t *y;              /* its labels */
+    int gathered[NN_MAX_LAYERS]; /* weights came from wg */
+    int *ident;                  /* 0, 1, 2, … up to the widest layer */
+    const float *in;             /* input of the last forward, (B, features) */
+    const int32_t *y;            /* its labels */
     int B;
 } nn_work;
 
@@ -177,10 +177,11 @@ static int build_mlp(nn_arch *a, const char *spec, const char *name, int bn, sim
                             "model '%s': widths must be positive integers joined by '-'", name);
         widths[n++] = (int)v;
         s = end;
-        if (*s == '-') s++;
+        if (*s == '-')
+            s++;
         else if (*s)
-            return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                            "model '%s': unexpected '%c' in widths", name, *s);
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "model '%s': unexpected '%c' in widths",
+                            name, *s);
     }
     if (n < 2)
         return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
@@ -222,8 +223,10 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
     a->classes = classes;
     int rc = SIM_OK;
     if (c <= 0 || h <= 0 || w <= 0 || classes < 2)
-        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0, "model '%s': bad input shape %dx%dx%d or %d "
-                      "classes", name, c, h, w, classes);
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                      "model '%s': bad input shape %dx%dx%d or %d "
+                      "classes",
+                      name, c, h, w, classes);
     else if (!strncmp(name, "mlp:", 4))
         rc = build_mlp(a, name + 4, name, 0, err);
     else if (!strncmp(name, "mlpbn:", 6))
@@ -275,7 +278,8 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
         }
     } else
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                      "unknown model '%s' (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, lenet5-caffe, pa3dfl-cnn, "
+                      "unknown model '%s' (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, "
+                      "lenet5-caffe, pa3dfl-cnn, "
                       "fedpews-mlp, fedpews-cnn)",
                       name);
     if (rc == SIM_OK && a->n > 0 && a->l[a->n - 1].oc != classes)
@@ -363,7 +367,9 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
         if (l->oc > widest) widest = l->oc;
         if (l->c > widest) widest = l->c;
         if (l->op == NN_CONV)
-            colmax = max_sz(colmax, (size_t)l->c * l->k * l->k * B * l->oh * l->ow);
+            colmax = max_sz(colmax,
+                            (size_t)l->c * l->k * l->k * l->oh * l->ow *
+                                    (size_t)nn_conv_chunk(max_batch, l->c, l->k, l->oh, l->ow));
         if (l->op == NN_BATCHNORM) {
             xh[i] = total;
             total += in;
@@ -412,6 +418,7 @@ void nn_model_destroy(nn_model *m)
     free(w);
     free(m->params);
     free(m->live);
+    free(m->runs);
     memset(m, 0, sizeof *m);
 }
 
@@ -443,7 +450,8 @@ void nn_model_init_params(nn_model *m, sim_rng *r)
 
 void nn_model_zero_grad(nn_model *m)
 {
-    memset(m->grads, 0, sizeof(float) * m->arch.layout.n_floats);
+    for (size_t r = 0; r < m->n_runs; r++)
+        memset(m->grads + m->runs[r][0], 0, sizeof(float) * m->runs[r][1]);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -454,7 +462,6 @@ static void refresh(nn_model *m)
 {
     const nn_arch *a = &m->arch;
     memset(m->live, 0, a->layout.n_floats);
-    int all = 1;
     for (int i = 0; i < a->n; i++) {
         const nn_layer *l = &a->l[i];
         int ni, no;
@@ -463,7 +470,6 @@ static void refresh(nn_model *m)
             const nn_tensor *t = &a->layout.t[l->wt];
             int run = l->op == NN_CONV ? l->k * l->k : l->blk;
             const uint8_t *mask = m->emask[l->wt];
-            if (mask || ni * run != t->cols || no != t->rows) all = 0;
             for (int r = 0; r < no; r++)
                 for (int j = 0; j < ni; j++) {
                     size_t base = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
@@ -480,7 +486,32 @@ static void refresh(nn_model *m)
                     m->live[a->layout.t[tt[q]].off + il[r]] = 1;
         }
     }
-    m->all_live = all;
+    /* Live stretches of trainable tensors, for SGD and zero_grad. */
+    m->n_runs = 0;
+    size_t cap = 64;
+    free(m->runs);
+    m->runs = sim_xmalloc(sizeof *m->runs * cap);
+    for (int ti = 0; ti < a->layout.n; ti++) {
+        const nn_tensor *t = &a->layout.t[ti];
+        if (!t->trainable) continue;
+        size_t end = t->off + (size_t)t->rows * t->cols;
+        for (size_t j = t->off; j < end;) {
+            if (!m->live[j]) {
+                j++;
+                continue;
+            }
+            size_t k = j;
+            while (k < end && m->live[k])
+                k++;
+            if (m->n_runs == cap) m->runs = sim_xrealloc(m->runs, sizeof *m->runs * (cap *= 2));
+            m->runs[m->n_runs][0] = (uint32_t)j;
+            m->runs[m->n_runs][1] = (uint32_t)(k - j);
+            m->n_runs++;
+            j = k;
+        }
+    }
+    /* gradients outside the live set stay zero from here on: backward never writes them */
+    memset(m->grads, 0, sizeof(float) * a->layout.n_floats);
 }
 
 static void set_list(nn_model *m, int li, const int *idx, int n)
@@ -740,8 +771,8 @@ void nn_model_backward(nn_model *m)
                                  l->h, l->w, no, l->k, l->s, l->p);
                 flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
             } else {
-                nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B,
-                                   ni * l->blk, no);
+                nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
+                                   no);
                 flops = 2.0 * no * ni * l->blk * (double)B;
             }
             flops *= dxp ? 2 : 1;
@@ -787,39 +818,26 @@ void nn_model_backward(nn_model *m)
 
 float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
 {
-    const nn_layout *L = &m->arch.layout;
-    double ss = 0;
-    for (int ti = 0; ti < L->n; ti++) {
-        const nn_tensor *t = &L->t[ti];
-        if (!t->trainable) continue;
-        const float *g = m->grads + t->off;
-        size_t n = (size_t)t->rows * t->cols;
-        for (size_t j = 0; j < n; j++)
-            ss += (double)g[j] * (double)g[j]; /* dead parameters have zero gradient */
+    float norm = 0, scale = 1.0f;
+    if (opt->clip_norm > 0) {
+        double ss = 0;
+        for (size_t r = 0; r < m->n_runs; r++) {
+            const float *g = m->grads + m->runs[r][0];
+            for (uint32_t j = 0; j < m->runs[r][1]; j++)
+                ss += (double)g[j] * (double)g[j];
+        }
+        norm = (float)sqrt(ss);
+        if (norm > opt->clip_norm) scale = opt->clip_norm / norm;
     }
-    float norm = (float)sqrt(ss);
-    float scale = opt->clip_norm > 0 && norm > opt->clip_norm ? opt->clip_norm / norm : 1.0f;
     float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
-    for (int ti = 0; ti < L->n; ti++) {
-        const nn_tensor *t = &L->t[ti];
-        if (!t->trainable) continue;
-        float *p = m->params + t->off, *v = m->mom + t->off;
-        const float *g = m->grads + t->off;
-        const uint8_t *live = m->live + t->off;
-        size_t n = (size_t)t->rows * t->cols;
-        if (m->all_live) {
-            for (size_t j = 0; j < n; j++) {
-                float d = g[j] * scale + wd * p[j];
-                v[j] = mu * v[j] + d;
-                p[j] -= lr * v[j];
-            }
-        } else {
-            for (size_t j = 0; j < n; j++) {
-                if (!live[j]) continue;
-                float d = g[j] * scale + wd * p[j];
-                v[j] = mu * v[j] + d;
-                p[j] -= lr * v[j];
-            }
+    for (size_t r = 0; r < m->n_runs; r++) {
+        size_t off = m->runs[r][0];
+        float *restrict p = m->params + off, *restrict v = m->mom + off;
+        const float *restrict g = m->grads + off;
+        for (uint32_t j = 0; j < m->runs[r][1]; j++) {
+            float d = g[j] * scale + wd * p[j];
+            v[j] = mu * v[j] + d;
+            p[j] -= lr * v[j];
         }
     }
     return norm;
@@ -895,7 +913,9 @@ size_t nn_model_memory_bytes(const nn_model *m, int B)
         size_t out = (size_t)no * l->oh * l->ow * B;
         floats += out;
         dmax = max_sz(dmax, max_sz(in, out));
-        if (l->op == NN_CONV) colmax = max_sz(colmax, (size_t)ni * l->k * l->k * B * l->oh * l->ow);
+        if (l->op == NN_CONV)
+            colmax = max_sz(colmax, (size_t)ni * l->k * l->k * l->oh * l->ow *
+                                            (size_t)nn_conv_chunk(B, ni, l->k, l->oh, l->ow));
         if (l->op == NN_MAXPOOL) ints += out;
         if (l->op == NN_BATCHNORM) floats += in + (size_t)ni;
     }

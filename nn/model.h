@@ -92,27 +92,31 @@ typedef struct nn_sgd {
 } nn_sgd;
 
 typedef struct nn_model {
-    nn_arch arch;          /* copied: a model owns its description */
-    int max_batch;         /* workspace is sized for this */
-    float *params;         /* n_floats; owns the block holding params, grads and momentum */
-    float *grads;          /* n_floats, same block */
-    float *mom;            /* n_floats, same block */
-    uint8_t *live;         /* n_floats: 1 where the current lists/masks train the parameter */
-    int all_live;          /* no narrowing and no masks: fast paths apply */
-    int *list[NN_MAX_LAYERS];    /* narrowable layers: active output channels, ascending order
-                                    not required; NULL for other layers */
-    int nlist[NN_MAX_LAYERS];    /* their lengths */
+    nn_arch arch;        /* copied: a model owns its description */
+    int max_batch;       /* workspace is sized for this */
+    float *params;       /* n_floats; owns the block holding params, grads and momentum */
+    float *grads;        /* n_floats, same block */
+    float *mom;          /* n_floats, same block */
+    uint8_t *live;       /* n_floats: 1 where the current lists/masks train the parameter */
+    uint32_t (*runs)[2]; /* maximal live stretches of trainable tensors: {offset, length};
+                            SGD and zero_grad visit only these, so a narrowed model's update
+                            costs what its live parameters cost */
+    size_t n_runs;
+    int *list[NN_MAX_LAYERS]; /* narrowable layers: active output channels, ascending order
+                                 not required; NULL for other layers */
+    int nlist[NN_MAX_LAYERS]; /* their lengths */
     const uint8_t *emask[NN_MAX_TENSORS]; /* borrowed element masks (n = rows·cols) or NULL */
-    nn_cost cost;          /* accumulated by forward/backward; reset by the caller */
-    float loss;            /* of the last forward with labels */
-    float *logits;         /* (B, classes) of the last forward, inside the workspace */
-    struct nn_work *work;  /* activations and scratch, private to model.c */
+    nn_cost cost;                         /* accumulated by forward/backward; reset by the caller */
+    float loss;                           /* of the last forward with labels */
+    float *logits;        /* (B, classes) of the last forward, inside the workspace */
+    struct nn_work *work; /* activations and scratch, private to model.c */
 } nn_model;
 
 void nn_model_init(nn_model *m, const nn_arch *a, int max_batch);
 void nn_model_destroy(nn_model *m);
 /* PyTorch's default init: weights and biases U(−1/√fan_in, 1/√fan_in); bn γ=1, β=0, var=1. */
 void nn_model_init_params(nn_model *m, sim_rng *r);
+/* Zero the gradients of live parameters; the others are always zero (narrowing zeroes them). */
 void nn_model_zero_grad(nn_model *m);
 
 /* Forward a batch x (B, c·h·w). With labels y, returns the mean cross-entropy (and remembers
@@ -120,7 +124,8 @@ void nn_model_zero_grad(nn_model *m);
 float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int train);
 /* Backward of the last forward with labels: accumulates into grads of live parameters. */
 void nn_model_backward(nn_model *m);
-/* One SGD step over live trainable parameters; returns the gradient norm before clipping. */
+/* One SGD step over live trainable parameters. Returns the gradient norm before clipping when
+ * clipping is on (it costs a pass over the gradients), 0 otherwise. */
 float nn_model_sgd_step(nn_model *m, const nn_sgd *opt);
 /* zero_grad + forward + backward + step; returns the batch loss. */
 float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B);

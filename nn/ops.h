@@ -29,11 +29,9 @@ static inline int nn_conv_out(int n, int k, int s, int p)
 {
     return (n + 2 * p - k) / s + 1;
 }
-/* col (C·k·k, B·OH·OW) from x (C,B,H,W); zero where the window falls in the padding */
-void nn_im2col(float *col, const float *x, int C, int B, int H, int W, int k, int s, int p);
-/* dx (C,B,H,W) += the col2im fold of dcol (C·k·k, B·OH·OW) */
-void nn_col2im(float *dx, const float *dcol, int C, int B, int H, int W, int k, int s, int p);
-/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O); col is scratch of im2col size */
+/* Samples per im2col chunk for a batch of B: col scratch needs C·k·k × chunk·OH·OW floats. */
+int nn_conv_chunk(int B, int C, int k, int OH, int OW);
+/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O); col is scratch (nn_conv_chunk) */
 void nn_conv_forward(float *y, float *col, const float *x, const float *w, int ldw, const float *b,
                      int B, int C, int H, int W, int O, int k, int s, int p);
 /* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=; col is scratch */

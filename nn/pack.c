@@ -80,14 +80,14 @@ static int check_tensors(const msgpack_object *o, const nn_layout *L, const char
             e->via.array.ptr[1].via.u64 != (uint64_t)T->rows ||
             e->via.array.ptr[2].via.u64 != (uint64_t)T->cols)
             return sim_fail(err, SIM_EFORMAT, what, 0, 0,
-                            "tensor %d is not %s (%dx%d) as the model expects", t, T->name,
-                            T->rows, T->cols);
+                            "tensor %d is not %s (%dx%d) as the model expects", t, T->name, T->rows,
+                            T->cols);
     }
     return SIM_OK;
 }
 
-int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len,
-                     const char *what, sim_err *err)
+int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len, const char *what,
+                     sim_err *err)
 {
     const nn_layout *L = &a->layout;
     msgpack_unpacked u;
@@ -106,8 +106,7 @@ int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t le
         if (key_is(&kv->key, "data")) data = &kv->val;
     }
     if (!tensors || !data) {
-        rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "missing \"%s\"",
-                      tensors ? "data" : "tensors");
+        rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "missing \"%s\"", tensors ? "data" : "tensors");
         goto done;
     }
     if ((rc = check_tensors(tensors, L, what, err)) != SIM_OK) goto done;

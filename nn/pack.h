@@ -18,7 +18,7 @@ void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params);
 /* Read parameters of architecture a from one msgpack map in buf into params (n_floats); on error
  * returns SIM_EFORMAT naming what is wrong and leaves params unchanged. `what` names the source
  * (a file or a message) in the error. */
-int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len,
-                     const char *what, sim_err *err);
+int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len, const char *what,
+                     sim_err *err);
 
 #endif /* NN_PACK_H */

@@ -89,19 +89,32 @@ static int parse_train(train_opts *o, int argc, char **argv)
         }
         double x;
         int rc = 0;
-        if (!strcmp(k, "--model")) o->model = v;
-        else if (!strcmp(k, "--data")) o->data = v;
-        else if (!strcmp(k, "--data-dir")) o->data_dir = v;
-        else if (!strcmp(k, "--epochs")) rc = parse_num(k, v, 1, 1e6, &x), o->epochs = (int)x;
-        else if (!strcmp(k, "--batch")) rc = parse_num(k, v, 1, 65536, &x), o->batch = (int)x;
-        else if (!strcmp(k, "--lr")) rc = parse_num(k, v, 0, 1e3, &o->lr);
-        else if (!strcmp(k, "--momentum")) rc = parse_num(k, v, 0, 1, &o->momentum);
-        else if (!strcmp(k, "--weight-decay")) rc = parse_num(k, v, 0, 1, &o->weight_decay);
-        else if (!strcmp(k, "--clip")) rc = parse_num(k, v, 0, 1e9, &o->clip);
-        else if (!strcmp(k, "--width")) rc = parse_num(k, v, 1e-6, 1, &o->width);
-        else if (!strcmp(k, "--seed")) rc = parse_num(k, v, 0, 9e15, &x), o->seed = (unsigned long long)x;
-        else if (!strcmp(k, "--test-subset")) rc = parse_num(k, v, 0, 1e9, &x), o->test_subset = (int)x;
-        else if (!strcmp(k, "--threads")) rc = parse_num(k, v, 1, 256, &x), o->threads = (int)x;
+        if (!strcmp(k, "--model"))
+            o->model = v;
+        else if (!strcmp(k, "--data"))
+            o->data = v;
+        else if (!strcmp(k, "--data-dir"))
+            o->data_dir = v;
+        else if (!strcmp(k, "--epochs"))
+            rc = parse_num(k, v, 1, 1e6, &x), o->epochs = (int)x;
+        else if (!strcmp(k, "--batch"))
+            rc = parse_num(k, v, 1, 65536, &x), o->batch = (int)x;
+        else if (!strcmp(k, "--lr"))
+            rc = parse_num(k, v, 0, 1e3, &o->lr);
+        else if (!strcmp(k, "--momentum"))
+            rc = parse_num(k, v, 0, 1, &o->momentum);
+        else if (!strcmp(k, "--weight-decay"))
+            rc = parse_num(k, v, 0, 1, &o->weight_decay);
+        else if (!strcmp(k, "--clip"))
+            rc = parse_num(k, v, 0, 1e9, &o->clip);
+        else if (!strcmp(k, "--width"))
+            rc = parse_num(k, v, 1e-6, 1, &o->width);
+        else if (!strcmp(k, "--seed"))
+            rc = parse_num(k, v, 0, 9e15, &x), o->seed = (unsigned long long)x;
+        else if (!strcmp(k, "--test-subset"))
+            rc = parse_num(k, v, 0, 1e9, &x), o->test_subset = (int)x;
+        else if (!strcmp(k, "--threads"))
+            rc = parse_num(k, v, 1, 256, &x), o->threads = (int)x;
         else {
             fprintf(stderr, "fedsim train: unknown option '%s' (see fedsim help)\n", k);
             return -1;
@@ -159,8 +172,8 @@ static int cmd_train(int argc, char **argv)
     int n_test = o.test_subset > 0 && o.test_subset < test.n ? o.test_subset : test.n;
     printf("# fedsim train: model %s (%zu parameters, %zu trained at width %g), data %s "
            "(%d train, %d test), batch %d, lr %g, momentum %g, seed %llu\n",
-           o.model, arch.layout.n_params, nn_model_live_count(&m), o.width, o.data, train.n,
-           n_test, o.batch, o.lr, o.momentum, o.seed);
+           o.model, arch.layout.n_params, nn_model_live_count(&m), o.width, o.data, train.n, n_test,
+           o.batch, o.lr, o.momentum, o.seed);
     printf("epoch\ttrain_loss\ttest_acc\ttest_loss\twall_s\tsamples_per_s\tgflop\n");
     int rc = 0;
     for (int e = 1; e <= o.epochs && !rc; e++) {
@@ -170,8 +183,10 @@ static int cmd_train(int argc, char **argv)
         while ((B = nn_batcher_next(&b))) {
             float l = nn_model_train_step(&m, &opt, b.x, b.y, B);
             if (!(l == l) || l > 1e30f) {
-                fprintf(stderr, "\nfedsim: training diverged (loss %g) at epoch %d step %ld; "
-                                "lower --lr\n", (double)l, e, steps);
+                fprintf(stderr,
+                        "\nfedsim: training diverged (loss %g) at epoch %d step %ld; "
+                        "lower --lr\n",
+                        (double)l, e, steps);
                 rc = 1;
                 break;
             }
@@ -180,8 +195,8 @@ static int cmd_train(int argc, char **argv)
             steps++;
             double t = now_s();
             if (t - last >= 1.0) {
-                fprintf(stderr, "\repoch %d: %ld/%d samples, loss %.4f, %.0f samples/s ", e,
-                        seen, train.n, sum / (double)seen, (double)seen / (t - t0));
+                fprintf(stderr, "\repoch %d: %ld/%d samples, loss %.4f, %.0f samples/s ", e, seen,
+                        train.n, sum / (double)seen, (double)seen / (t - t0));
                 last = t;
             }
         }

@@ -1,7 +1,7 @@
 /* sim/rng.h -- deterministic random streams: one run seed, one stream per purpose and index.
  *
- * A stream is xoshiro256** seeded by splitmix64 mixing of (seed, purpose, index), so adding a client
- * or drawing one more number for one consumer never shifts another consumer's sequence. The
+ * A stream is xoshiro256** seeded by splitmix64 mixing of (seed, purpose, index), so adding a
+ * client or drawing one more number for one consumer never shifts another consumer's sequence. The
  * distributions are our own code (libm only), so results do not depend on the C library's rand().
  */
 #ifndef SIM_RNG_H
@@ -25,10 +25,10 @@ typedef struct sim_rng {
 
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t purpose, uint64_t index);
 uint64_t sim_rng_u64(sim_rng *r);
-double sim_rng_uniform(sim_rng *r);              /* [0, 1), 53 random bits */
-uint64_t sim_rng_below(sim_rng *r, uint64_t n);  /* uniform in [0, n), unbiased; n > 0 */
-double sim_rng_normal(sim_rng *r);               /* N(0, 1) */
-double sim_rng_gamma(sim_rng *r, double shape);  /* Gamma(shape, 1), shape > 0 */
+double sim_rng_uniform(sim_rng *r);             /* [0, 1), 53 random bits */
+uint64_t sim_rng_below(sim_rng *r, uint64_t n); /* uniform in [0, n), unbiased; n > 0 */
+double sim_rng_normal(sim_rng *r);              /* N(0, 1) */
+double sim_rng_gamma(sim_rng *r, double shape); /* Gamma(shape, 1), shape > 0 */
 void sim_rng_dirichlet(sim_rng *r, double *out, int k, double alpha); /* k draws summing to 1 */
 void sim_rng_shuffle_u32(sim_rng *r, uint32_t *a, size_t n);          /* Fisher-Yates */
 

@@ -25,7 +25,7 @@ static int check_passed, check_failed;
         }                                                                                          \
     } while (0)
 
-#define CHECK(cond) CHECK_AT((cond), "%s", #cond)
+#define CHECK(cond)          CHECK_AT((cond), "%s", #cond)
 #define CHECK_MSG(cond, ...) CHECK_AT((cond), __VA_ARGS__)
 #define CHECK_EQ_I64(a, b)                                                                         \
     do {                                                                                           \
@@ -40,6 +40,7 @@ static int check_passed, check_failed;
     } while (0)
 
 #define CHECK_DONE()                                                                               \
-    (printf("%d passed, %d failed\n", check_passed, check_failed), fflush(stdout), check_failed ? 1 : 0)
+    (printf("%d passed, %d failed\n", check_passed, check_failed), fflush(stdout),                 \
+     check_failed ? 1 : 0)
 
 #endif /* TESTS_CHECK_H */

@@ -259,6 +259,7 @@ int main(void)
     test_conv(3, 2, 7, 9, 4, 3, 1, 0);
     test_conv(1, 3, 9, 9, 2, 3, 2, 1);
     test_conv(2, 2, 12, 12, 5, 5, 1, 0);
+    test_conv(3, 32, 28, 28, 4, 5, 1, 2); /* large enough to be unfolded one sample at a time */
     test_misc();
     return CHECK_DONE();
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # tests/bench/torch_train.py -- the PyTorch reference that `make bench` measures fedsim against:
 # the same models, batch sizes, optimizer (SGD, momentum 0.9) and Fashion-MNIST data, one thread.
-# Usage: torch_train.py DATA_DIR SECONDS MODEL:BATCH... ; prints "MODEL BATCH SAMPLES_PER_S" lines.
+# Usage: torch_train.py DATA_DIR, then one "MODEL BATCH SECONDS" request per stdin line, each
+# answered by one "SAMPLES_PER_S" line, so the C bench can interleave its own runs with these and
+# both see the same machine conditions.
 import gzip, sys, time
 import numpy as np
 import torch
@@ -44,12 +46,13 @@ def model(name):
 
 
 def main():
-    data_dir, seconds = sys.argv[1], float(sys.argv[2])
+    data_dir = sys.argv[1]
     x = torch.from_numpy(idx_images(data_dir + "/train-images-idx3-ubyte.gz"))
     y = torch.from_numpy(idx_labels(data_dir + "/train-labels-idx1-ubyte.gz"))
-    for spec in sys.argv[3:]:
-        name, batch = spec.split(":")
-        batch = int(batch)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name, batch, seconds = line.split()
+        batch, seconds = int(batch), float(seconds)
         net = model(name)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
@@ -65,7 +68,7 @@ def main():
         while time.perf_counter() - t0 < seconds:
             step(steps)
             steps += 1
-        print(name, batch, steps * batch / (time.perf_counter() - t0), flush=True)
+        print(steps * batch / (time.perf_counter() - t0), flush=True)
 
 
 main()
