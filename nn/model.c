@@ -20,7 +20,8 @@
 typedef struct nn_work {
     float *block;                 /* owns out, d0, d1, col, x0, xhat, invstd */
     float *out[NN_MAX_LAYERS];    /* output activations, compact */
-    int32_t *arg[NN_MAX_LAYERS];  /* max-pool argmax, owned separately */
+    float *kept[NN_MAX_LAYERS];   /* conv: whole-batch unfolded input kept for backward, owned
+                                     separately; NULL when too large (then unfolded again) */
     float *xhat[NN_MAX_LAYERS];   /* batch-norm normalized input */
     float *invstd[NN_MAX_LAYERS]; /* batch-norm 1/σ per active channel */
     float *d0, *d1;               /* activation-gradient ping-pong */
@@ -130,6 +131,16 @@ static void add_linear(nn_arch *a, const char *name, int out, int bias)
 
 static void add_simple(nn_arch *a, nn_op op)
 {
+    /* ReLU then max-pool is run as max-pool then ReLU: relu(max(x)) = max(relu(x)) exactly, with
+     * the same gradient (the argmax of a window with a positive maximum is the same, and a window
+     * without one passes no gradient either way), and the ReLU then touches a quarter of the
+     * values. */
+    if (op == NN_MAXPOOL && a->n > 0 && a->l[a->n - 1].op == NN_RELU) {
+        a->n--;
+        add_simple(a, NN_MAXPOOL);
+        add_simple(a, NN_RELU);
+        return;
+    }
     nn_layer *l = push(a, op);
     if (op == NN_MAXPOOL) {
         l->oh = l->h / 2;
@@ -335,6 +346,16 @@ static int contiguous(const int *list, int n)
     return 1;
 }
 
+/* A conv layer keeps its unfolded input from forward to backward (saving a second unfolding)
+ * when the whole batch's unfolding is at most this many floats; cnn2's second layer at batch 64
+ * (10 M floats) is unfolded again, in cache-sized chunks, instead. */
+#define NN_KEEP_FLOATS (4L << 20)
+
+static int keep_conv(const nn_layer *l, size_t B)
+{
+    return (long)((size_t)l->c * l->k * l->k * l->oh * l->ow * B) <= NN_KEEP_FLOATS;
+}
+
 static size_t max_sz(size_t a, size_t b)
 {
     return a > b ? a : b;
@@ -376,7 +397,9 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
             is[i] = total;
             total += (size_t)l->c;
         }
-        if (l->op == NN_MAXPOOL) w->arg[i] = sim_xmalloc(sizeof(int32_t) * out);
+        if (l->op == NN_CONV && keep_conv(l, B))
+            w->kept[i] =
+                    sim_xmalloc(sizeof(float) * (size_t)l->c * l->k * l->k * l->oh * l->ow * B);
     }
     if (a->l[0].op == NN_CONV && a->in_c > 1) {
         xo = total;
@@ -407,7 +430,7 @@ void nn_model_destroy(nn_model *m)
     if (!m || !m->work) return;
     nn_work *w = m->work;
     for (int i = 0; i < NN_MAX_LAYERS; i++) {
-        free(w->arg[i]);
+        free(w->kept[i]);
         free(w->wg[i]);
         free(w->dwg[i]);
         free(w->vg[i]);
@@ -691,8 +714,9 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
             if (l->bt >= 0) bp = vec_for(m, l->bt, ol, no, vec_scratch(m, i, l->oc));
             double flops;
             if (l->op == NN_CONV) {
-                nn_conv_forward(out, w->col, in, wp, ldw, bp, B, ni, l->h, l->w, no, l->k, l->s,
-                                l->p);
+                float *col = w->kept[i] ? w->kept[i] : w->col;
+                nn_conv_forward(out, col, w->kept[i] != NULL, in, wp, ldw, bp, B, ni, l->h, l->w,
+                                no, l->k, l->s, l->p);
                 flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
             } else {
                 nn_linear_forward(out, in, wp, ldw, bp, B, ni * l->blk, no);
@@ -706,7 +730,7 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
         } else if (l->op == NN_RELU) {
             nn_relu_forward(out, in, (long)B * ni * l->h * l->w);
         } else if (l->op == NN_MAXPOOL) {
-            nn_maxpool2_forward(out, w->arg[i], in, ni * B, l->h, l->w);
+            nn_maxpool2_forward(out, in, ni * B, l->h, l->w);
         } else if (l->op == NN_FLATTEN) {
             nn_transpose_bcn(out, in, ni, B, l->h * l->w);
         } else if (l->op == NN_BATCHNORM) {
@@ -767,8 +791,8 @@ void nn_model_backward(nn_model *m)
             }
             double flops;
             if (l->op == NN_CONV) {
-                nn_conv_backward(dxp, dw, lddw, db, w->col, dy, in, w->wp[i], w->ldw[i], B, ni,
-                                 l->h, l->w, no, l->k, l->s, l->p);
+                nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
+                                 B, ni, l->h, l->w, no, l->k, l->s, l->p);
                 flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
             } else {
                 nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
@@ -796,7 +820,7 @@ void nn_model_backward(nn_model *m)
             nn_relu_backward(dy, dy, w->out[i], (long)B * ni * l->h * l->w);
             continue; /* in place: dy stays the current gradient */
         } else if (l->op == NN_MAXPOOL) {
-            if (dxp) nn_maxpool2_backward(dxp, dy, w->arg[i], ni * B, l->h, l->w);
+            if (dxp) nn_maxpool2_backward(dxp, dy, in, w->out[i], ni * B, l->h, l->w);
         } else if (l->op == NN_FLATTEN) {
             if (dxp) nn_transpose_bcn(dxp, dy, B, ni, l->h * l->w);
         } else if (l->op == NN_BATCHNORM) {
@@ -886,9 +910,14 @@ uint64_t nn_model_pattern(const nn_model *m)
         if (l->op == NN_RELU)
             for (long j = 0; j < n; j++)
                 h = (h ^ (uint64_t)(w->out[i][j] > 0)) * 1099511628211ull;
-        else if (l->op == NN_MAXPOOL)
-            for (long j = 0; j < n; j++)
-                h = (h ^ (uint64_t)w->arg[i][j]) * 1099511628211ull;
+        else if (l->op == NN_MAXPOOL) {
+            const float *in = w->out[i - 1]; /* a pool never comes first */
+            for (long j = 0; j < n; j++) {
+                long q = j / (l->oh * l->ow), r = j % (l->oh * l->ow);
+                const float *x0 = in + (q * l->h + 2 * (r / l->ow)) * l->w + 2 * (r % l->ow);
+                h = (h ^ (uint64_t)nn_maxpool2_argmax(x0, w->out[i][j], l->w)) * 1099511628211ull;
+            }
+        }
     }
     return h;
 }
@@ -896,7 +925,7 @@ uint64_t nn_model_pattern(const nn_model *m)
 size_t nn_model_memory_bytes(const nn_model *m, int B)
 {
     const nn_arch *a = &m->arch;
-    size_t floats = 0, ints = 0, dmax = (size_t)a->classes * B, colmax = 0;
+    size_t floats = 0, dmax = (size_t)a->classes * B, colmax = 0;
     for (int ti = 0; ti < a->layout.n; ti++) {
         const nn_tensor *t = &a->layout.t[ti];
         size_t live = 0;
@@ -913,12 +942,13 @@ size_t nn_model_memory_bytes(const nn_model *m, int B)
         size_t out = (size_t)no * l->oh * l->ow * B;
         floats += out;
         dmax = max_sz(dmax, max_sz(in, out));
-        if (l->op == NN_CONV)
-            colmax = max_sz(colmax, (size_t)ni * l->k * l->k * l->oh * l->ow *
-                                            (size_t)nn_conv_chunk(B, ni, l->k, l->oh, l->ow));
-        if (l->op == NN_MAXPOOL) ints += out;
+        if (l->op == NN_CONV) {
+            size_t unfold = (size_t)ni * l->k * l->k * l->oh * l->ow;
+            colmax = max_sz(colmax, unfold * (size_t)nn_conv_chunk(B, ni, l->k, l->oh, l->ow));
+            if (keep_conv(l, (size_t)B)) floats += unfold * B;
+        }
         if (l->op == NN_BATCHNORM) floats += in + (size_t)ni;
     }
     floats += 2 * dmax + colmax;
-    return floats * sizeof(float) + ints * sizeof(int32_t);
+    return floats * sizeof(float);
 }

@@ -182,11 +182,11 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
     return nb < 1 ? 1 : nb > B ? B : (int)nb;
 }
 
-void nn_conv_forward(float *y, float *col, const float *x, const float *w, int ldw, const float *b,
-                     int B, int C, int H, int W, int O, int k, int s, int p)
+void nn_conv_forward(float *y, float *col, int keep, const float *x, const float *w, int ldw,
+                     const float *b, int B, int C, int H, int W, int O, int k, int s, int p)
 {
     int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p), K = C * k * k;
-    int N = B * OH * OW, P = OH * OW, chunk = nn_conv_chunk(B, C, k, OH, OW);
+    int N = B * OH * OW, P = OH * OW, chunk = keep ? B : nn_conv_chunk(B, C, k, OH, OW);
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
         im2col(col, x, C, B, b0, nb, H, W, k, s, p);
@@ -200,9 +200,9 @@ void nn_conv_forward(float *y, float *col, const float *x, const float *w, int l
         }
 }
 
-void nn_conv_backward(float *dx, float *dw, int lddw, float *db, float *col, const float *dy,
-                      const float *x, const float *w, int ldw, int B, int C, int H, int W, int O,
-                      int k, int s, int p)
+void nn_conv_backward(float *dx, float *dw, int lddw, float *db, const float *kept, float *col,
+                      const float *dy, const float *x, const float *w, int ldw, int B, int C, int H,
+                      int W, int O, int k, int s, int p)
 {
     int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p);
     int N = B * OH * OW, K = C * k * k, P = OH * OW, chunk = nn_conv_chunk(B, C, k, OH, OW);
@@ -214,12 +214,16 @@ void nn_conv_backward(float *dx, float *dw, int lddw, float *db, float *col, con
                 acc += row[n];
             db[o] += acc;
         }
+    if (kept) gemm(0, 1, O, K, N, dy, N, kept, N, 1.0f, dw, lddw);
+    if (!dx && kept) return;
     if (dx) memset(dx, 0, sizeof(float) * (size_t)C * B * H * W);
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
         const float *dyc = dy + (long)b0 * P;
-        im2col(col, x, C, B, b0, nb, H, W, k, s, p);
-        gemm(0, 1, O, K, nb * P, dyc, N, col, nb * P, 1.0f, dw, lddw);
+        if (!kept) {
+            im2col(col, x, C, B, b0, nb, H, W, k, s, p);
+            gemm(0, 1, O, K, nb * P, dyc, N, col, nb * P, 1.0f, dw, lddw);
+        }
         if (!dx) continue;
         gemm(1, 0, K, nb * P, O, w, ldw, dyc, N, 0.0f, col, nb * P);
         col2im(dx, col, C, B, b0, nb, H, W, k, s, p);
@@ -276,32 +280,52 @@ void nn_conv_backward_ref(float *dx, float *dw, int lddw, float *db, const float
 /* ---------------------------------------------------------------------------------------- */
 /* pooling, activations, normalization, loss */
 
-void nn_maxpool2_forward(float *y, int32_t *arg, const float *x, int P, int H, int W)
+/* The forward stores no argmax: it is a plain max (which vectorizes), and backward finds the
+ * first window element equal to the output, the same element a strict '>' scan picks. */
+void nn_maxpool2_forward(float *y, const float *x, int P, int H, int W)
 {
     int OH = H / 2, OW = W / 2;
-    for (long q = 0; q < P; q++) {
-        const float *xp = x + q * H * W;
-        float *yp = y + q * OH * OW;
-        int32_t *ap = arg + q * OH * OW;
-        for (int oy = 0; oy < OH; oy++)
+    for (long q = 0; q < P; q++)
+        for (int oy = 0; oy < OH; oy++) {
+            const float *restrict r0 = x + (q * H + 2 * oy) * W, *restrict r1 = r0 + W;
+            float *restrict yr = y + (q * OH + oy) * OW;
             for (int ox = 0; ox < OW; ox++) {
-                int i0 = 2 * oy * W + 2 * ox, best = i0;
-                if (xp[i0 + 1] > xp[best]) best = i0 + 1;
-                if (xp[i0 + W] > xp[best]) best = i0 + W;
-                if (xp[i0 + W + 1] > xp[best]) best = i0 + W + 1;
-                yp[oy * OW + ox] = xp[best];
-                ap[oy * OW + ox] = best;
+                float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+                float m1 = b > a ? b : a, m2 = d > c ? d : c;
+                yr[ox] = m2 > m1 ? m2 : m1;
             }
-    }
+        }
 }
 
-void nn_maxpool2_backward(float *dx, const float *dy, const int32_t *arg, int P, int H, int W)
+int nn_maxpool2_argmax(const float *x, float y, int W)
+{
+    return x[0] == y ? 0 : x[1] == y ? 1 : x[W] == y ? W : W + 1;
+}
+
+void nn_maxpool2_backward(float *dx, const float *dy, const float *x, const float *y, int P, int H,
+                          int W)
 {
     int OH = H / 2, OW = W / 2;
-    memset(dx, 0, sizeof(float) * (size_t)P * H * W);
+    /* Every window writes all four of its cells (branch-free, so it vectorizes); only the row and
+     * column a floor-pool drops on odd sizes need clearing first. */
+    if ((H | W) & 1) memset(dx, 0, sizeof(float) * (size_t)P * H * W);
     for (long q = 0; q < P; q++)
-        for (int i = 0; i < OH * OW; i++)
-            dx[q * H * W + arg[q * OH * OW + i]] += dy[q * OH * OW + i];
+        for (int oy = 0; oy < OH; oy++) {
+            long r = (q * H + 2 * oy) * W;
+            const float *restrict x0 = x + r, *restrict x1 = x0 + W;
+            float *restrict d0 = dx + r, *restrict d1 = d0 + W;
+            const float *restrict yr = y + (q * OH + oy) * OW, *restrict g =
+                                                                       dy + (q * OH + oy) * OW;
+            for (int ox = 0; ox < OW; ox++) {
+                float m = yr[ox], v = g[ox];
+                int a = x0[2 * ox] == m, b = !a && x0[2 * ox + 1] == m;
+                int c = !a && !b && x1[2 * ox] == m, d = !a && !b && !c;
+                d0[2 * ox] = a ? v : 0.0f;
+                d0[2 * ox + 1] = b ? v : 0.0f;
+                d1[2 * ox] = c ? v : 0.0f;
+                d1[2 * ox + 1] = d ? v : 0.0f;
+            }
+        }
 }
 
 void nn_relu_forward(float *y, const float *x, long n)

@@ -31,23 +31,30 @@ static inline int nn_conv_out(int n, int k, int s, int p)
 }
 /* Samples per im2col chunk for a batch of B: col scratch needs C·k·k × chunk·OH·OW floats. */
 int nn_conv_chunk(int B, int C, int k, int OH, int OW);
-/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O); col is scratch (nn_conv_chunk) */
-void nn_conv_forward(float *y, float *col, const float *x, const float *w, int ldw, const float *b,
-                     int B, int C, int H, int W, int O, int k, int s, int p);
-/* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=; col is scratch */
-void nn_conv_backward(float *dx, float *dw, int lddw, float *db, float *col, const float *dy,
-                      const float *x, const float *w, int ldw, int B, int C, int H, int W, int O,
-                      int k, int s, int p);
+/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O). col is scratch: with keep = 0
+ * it needs nn_conv_chunk samples' worth (C·k·k × chunk·OH·OW floats) and the batch is unfolded a
+ * chunk at a time; with keep = 1 it must hold the whole batch, which it keeps for backward. */
+void nn_conv_forward(float *y, float *col, int keep, const float *x, const float *w, int ldw,
+                     const float *b, int B, int C, int H, int W, int O, int k, int s, int p);
+/* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=. kept: the whole-batch unfolding
+ * a keep = 1 forward left, or NULL to unfold again; col: scratch of nn_conv_chunk size. */
+void nn_conv_backward(float *dx, float *dw, int lddw, float *db, const float *kept, float *col,
+                      const float *dy, const float *x, const float *w, int ldw, int B, int C, int H,
+                      int W, int O, int k, int s, int p);
 void nn_conv_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                          int C, int H, int W, int O, int k, int s, int p);
 void nn_conv_backward_ref(float *dx, float *dw, int lddw, float *db, const float *dy,
                           const float *x, const float *w, int ldw, int B, int C, int H, int W,
                           int O, int k, int s, int p);
 
-/* 2×2 max-pool, stride 2, floor: y (P,H/2,W/2) from x (P,H,W), P planes; arg keeps the argmax */
-void nn_maxpool2_forward(float *y, int32_t *arg, const float *x, int P, int H, int W);
-/* dx (P,H,W) = routes dy to the argmax positions (zero elsewhere) */
-void nn_maxpool2_backward(float *dx, const float *dy, const int32_t *arg, int P, int H, int W);
+/* 2×2 max-pool, stride 2, floor: y (P,H/2,W/2) from x (P,H,W), P planes */
+void nn_maxpool2_forward(float *y, const float *x, int P, int H, int W);
+/* Offset (0, 1, W or W+1) of the element a window starting at x chose for its maximum y: the
+ * first one equal to y, which is the one a strict '>' scan keeps. */
+int nn_maxpool2_argmax(const float *x, float y, int W);
+/* dx (P,H,W) = dy routed to each window's chosen element (zero elsewhere); x, y from forward */
+void nn_maxpool2_backward(float *dx, const float *dy, const float *x, const float *y, int P, int H,
+                          int W);
 
 void nn_relu_forward(float *y, const float *x, long n);
 /* dx = dy where the forward output y was positive; dx may alias dy */

@@ -99,19 +99,20 @@ static void test_linear(int B, int I, int O, int pad)
 /* ---- conv ---- */
 typedef struct {
     float *x, *w, *b, *y, *r, *col;
-    int B, C, H, W, O, k, s, p;
+    int B, C, H, W, O, k, s, p, keep;
 } conv_ctx;
 
 static double conv_loss(void *q)
 {
     conv_ctx *c = q;
-    nn_conv_forward(c->y, c->col, c->x, c->w, c->C * c->k * c->k, c->b, c->B, c->C, c->H, c->W,
-                    c->O, c->k, c->s, c->p);
+    nn_conv_forward(c->y, c->col, c->keep, c->x, c->w, c->C * c->k * c->k, c->b, c->B, c->C, c->H,
+                    c->W, c->O, c->k, c->s, c->p);
     int OH = nn_conv_out(c->H, c->k, c->s, c->p), OW = nn_conv_out(c->W, c->k, c->s, c->p);
     return dot(c->y, c->r, (size_t)c->O * c->B * OH * OW);
 }
 
-static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p)
+/* keep = 1: the forward keeps the whole-batch unfolding and backward reuses it */
+static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p, int keep)
 {
     int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p), K = C * k * k;
     size_t nx = (size_t)C * B * H * W, ny = (size_t)O * B * OH * OW, nw = (size_t)O * K;
@@ -128,7 +129,9 @@ static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p)
                   O,
                   k,
                   s,
-                  p};
+                  p,
+                  keep};
+    float *scratch = rnd((size_t)K * B * OH * OW, 1);
     float *y2 = rnd(ny, 1);
     conv_loss(&c);
     nn_conv_forward_ref(y2, c.x, c.w, K, c.b, B, C, H, W, O, k, s, p);
@@ -136,7 +139,8 @@ static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p)
               C, H, W, O, k, s, p);
     float *dx = rnd(nx, 1), *dx2 = rnd(nx, 1), *dw = calloc(nw, 4), *dw2 = calloc(nw, 4);
     float *db = calloc((size_t)O, 4), *db2 = calloc((size_t)O, 4);
-    nn_conv_backward(dx, dw, K, db, c.col, c.r, c.x, c.w, K, B, C, H, W, O, k, s, p);
+    nn_conv_backward(dx, dw, K, db, keep ? c.col : NULL, scratch, c.r, c.x, c.w, K, B, C, H, W, O,
+                     k, s, p);
     nn_conv_backward_ref(dx2, dw2, K, db2, c.r, c.x, c.w, K, B, C, H, W, O, k, s, p);
     CHECK_MSG(max_diff(dx, dx2, nx) < 1e-4, "conv dx vs ref");
     CHECK_MSG(max_diff(dw, dw2, nw) < 1e-3, "conv dw vs ref");
@@ -145,13 +149,13 @@ static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p)
     CHECK(gc_check("conv.w", c.w, dw, nw, conv_loss, &c, 30, 1e-3, 1e-2, 1e-3, 5) == 0);
     CHECK(gc_check("conv.b", c.b, db, (size_t)O, conv_loss, &c, 30, 1e-3, 1e-2, 1e-3, 6) == 0);
     free(c.x), free(c.w), free(c.b), free(c.y), free(c.r), free(c.col), free(y2), free(dx);
-    free(dx2), free(dw), free(dw2), free(db), free(db2);
+    free(dx2), free(dw), free(dw2), free(db), free(db2), free(scratch);
 }
 
 /* ---- max-pool, relu, batch norm, softmax cross-entropy ---- */
 typedef struct {
     float *x, *y, *r, *g, *b, *rm, *rv, *xh, *is;
-    int32_t *arg, *lab;
+    int32_t *lab;
     int n, P, H, W, B, C, op;
 } misc_ctx;
 
@@ -160,7 +164,7 @@ static double misc_loss(void *q)
     misc_ctx *c = q;
     switch (c->op) {
     case 0:
-        nn_maxpool2_forward(c->y, c->arg, c->x, c->P, c->H, c->W);
+        nn_maxpool2_forward(c->y, c->x, c->P, c->H, c->W);
         return dot(c->y, c->r, (size_t)c->P * (c->H / 2) * (c->W / 2));
     case 1:
         nn_relu_forward(c->y, c->x, c->n);
@@ -180,7 +184,7 @@ static void test_misc(void)
     /* max-pool on odd sizes (floor) */
     c.P = 3, c.H = 7, c.W = 6, c.op = 0;
     size_t nx = (size_t)c.P * c.H * c.W, ny = (size_t)c.P * 3 * 3;
-    c.x = rnd(nx, 1), c.y = rnd(ny, 1), c.r = rnd(ny, 1), c.arg = malloc(4 * ny);
+    c.x = rnd(nx, 1), c.y = rnd(ny, 1), c.r = rnd(ny, 1);
     float *dx = rnd(nx, 1);
     /* distinct values 0.01 apart, shuffled, so ±h never changes a window's argmax */
     uint32_t *perm = malloc(sizeof(uint32_t) * nx);
@@ -191,7 +195,7 @@ static void test_misc(void)
         c.x[i] = 0.01f * (float)perm[i] - 0.5f;
     free(perm);
     misc_loss(&c);
-    nn_maxpool2_backward(dx, c.r, c.arg, c.P, c.H, c.W);
+    nn_maxpool2_backward(dx, c.r, c.x, c.y, c.P, c.H, c.W);
     CHECK(gc_check("maxpool.x", c.x, dx, nx, misc_loss, &c, 200, 1e-3, 1e-2, 1e-4, 7) == 0);
     int ok = 1;
     for (int q = 0; q < c.P; q++)
@@ -204,7 +208,14 @@ static void test_misc(void)
                 ok &= c.y[(q * 3 + oy) * 3 + ox] == m;
             }
     CHECK_MSG(ok, "maxpool picks the window maximum");
-    free(c.x), free(c.y), free(c.r), free(c.arg), free(dx);
+    /* ties: the gradient goes to the first maximal element in scan order, exactly once */
+    float tx[8] = {1, 3, 3, 0, 2, 3, 3, 3}, ty[2], tdy[2] = {1, 10}, tdx[8];
+    nn_maxpool2_forward(ty, tx, 1, 2, 4);
+    nn_maxpool2_backward(tdx, tdy, tx, ty, 1, 2, 4);
+    CHECK(ty[0] == 3 && ty[1] == 3);
+    CHECK(tdx[1] == 1 && tdx[0] + tdx[4] + tdx[5] == 0);
+    CHECK(tdx[2] == 10 && tdx[3] + tdx[6] + tdx[7] == 0);
+    free(c.x), free(c.y), free(c.r), free(dx);
 
     /* relu, inputs kept away from the kink */
     c.op = 1, c.n = 50;
@@ -255,11 +266,15 @@ int main(void)
     test_linear(3, 5, 4, 0);
     test_linear(1, 7, 3, 2);
     test_linear(17, 33, 9, 5);
-    test_conv(2, 1, 8, 8, 3, 5, 1, 2);
-    test_conv(3, 2, 7, 9, 4, 3, 1, 0);
-    test_conv(1, 3, 9, 9, 2, 3, 2, 1);
-    test_conv(2, 2, 12, 12, 5, 5, 1, 0);
-    test_conv(3, 32, 28, 28, 4, 5, 1, 2); /* large enough to be unfolded one sample at a time */
+    test_conv(2, 1, 8, 8, 3, 5, 1, 2, 0);
+    test_conv(2, 1, 8, 8, 3, 5, 1, 2, 1);
+    test_conv(3, 2, 7, 9, 4, 3, 1, 0, 0);
+    test_conv(3, 2, 7, 9, 4, 3, 1, 0, 1);
+    test_conv(1, 3, 9, 9, 2, 3, 2, 1, 0);
+    test_conv(1, 3, 9, 9, 2, 3, 2, 1, 1);
+    test_conv(2, 2, 12, 12, 5, 5, 1, 0, 0);
+    test_conv(2, 2, 12, 12, 5, 5, 1, 0, 1);
+    test_conv(3, 32, 28, 28, 4, 5, 1, 2, 0); /* large enough to be unfolded one sample at a time */
     test_misc();
     return CHECK_DONE();
 }
