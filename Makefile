@@ -27,7 +27,7 @@ ifneq ($(MAKECMDGOALS),deps)
 DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 DEPS_LIBS = $(shell pkg-config --libs $(PKGS)) -lev -lm
 endif
-ALL_CFLAGS = $(STD) $(WARN) $(OPT_$(MODE)) -I. $(DEPS_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = -DFEDSIM_ROOT=\"$(CURDIR)\" $(STD) $(WARN) $(OPT_$(MODE)) -I. $(DEPS_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
 
 $(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion
@@ -96,8 +96,8 @@ check-symbols: $(LIB_OBJ)
 	   | grep -Ev '^(sim|nn|dev|fl)_' || true); \
 	 if [ -n "$$bad" ]; then echo "unprefixed exports:"; echo "$$bad"; exit 1; fi
 
-# Includes point downward; sim/base.h, rng.h, time.h and units.h are leaves any layer may use.
-LEAF := sim/\(base\|rng\|time\|units\)\.h
+# Includes point downward; sim/base.h, rng.h, units.h and yaml.h are leaves any layer may use.
+LEAF := sim/\(base\|rng\|units\|yaml\)\.h
 check-layers:
 	@if grep -n '#include "\(algos\|devices\)/' /dev/null $(wildcard nn/*.[ch]); then exit 1; fi
 	@if grep -n '#include "\(algos\|nn\)/' /dev/null $(wildcard devices/*.[ch]); then exit 1; fi

@@ -33,6 +33,7 @@ typedef struct nn_work {
     const float *wp[NN_MAX_LAYERS]; /* weight the last forward used, and its row stride */
     int ldw[NN_MAX_LAYERS];
     int gathered[NN_MAX_LAYERS]; /* weights came from wg */
+    double dens[NN_MAX_LAYERS]; /* element-mask density of the block the last forward used */
     int *ident;                  /* 0, 1, 2, … up to the widest layer */
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
@@ -606,9 +607,45 @@ size_t nn_model_live_count(const nn_model *m)
 /* ---------------------------------------------------------------------------------------- */
 /* forward and backward */
 
-/* The (O', I'·run) weight block layer i uses: in place or gathered (times its element mask).
- * Sets *density to the fraction of non-zero mask entries in the block (1 without a mask). */
-static const float *weights_for(nn_model *m, int i, int *ldw, double *density)
+/* FLOPs of one GEMM pass of conv/linear layer i at batch B with ni of its input and no of its
+ * output channels active: forward, the weight gradient and the input gradient each cost this. */
+static double gemm_flops(const nn_layer *l, int ni, int no, int B)
+{
+    double run = l->op == NN_CONV ? (double)l->k * l->k : (double)l->blk;
+    return 2.0 * no * ni * run * B * l->oh * l->ow;
+}
+
+/* Fraction of non-zero element-mask entries in the weight block layer i uses (1: no mask). */
+static double block_density(const nn_model *m, int i)
+{
+    const nn_layer *l = &m->arch.l[i];
+    const uint8_t *mask = m->emask[l->wt];
+    if (!mask) return 1.0;
+    const nn_tensor *t = &m->arch.layout.t[l->wt];
+    int ni, no;
+    const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
+    int run = l->op == NN_CONV ? l->k * l->k : l->blk;
+    size_t nnz = 0, n = (size_t)no * ni * run;
+    for (int r = 0; r < no; r++)
+        for (int j = 0; j < ni; j++) {
+            const uint8_t *src = mask + (size_t)ol[r] * t->cols + (size_t)il[j] * run;
+            for (int q = 0; q < run; q++)
+                nnz += src[q] != 0;
+        }
+    return n ? (double)nnz / n : 1.0;
+}
+
+static void add_cost(nn_cost *c, double flops, int masked, double density)
+{
+    c->flops += flops;
+    if (masked) {
+        c->flops_masked += flops;
+        c->flops_masked_nnz += flops * density;
+    }
+}
+
+/* The (O', I'·run) weight block layer i uses: in place or gathered (times its element mask). */
+static const float *weights_for(nn_model *m, int i, int *ldw)
 {
     const nn_layer *l = &m->arch.l[i];
     const nn_tensor *t = &m->arch.layout.t[l->wt];
@@ -618,7 +655,6 @@ static const float *weights_for(nn_model *m, int i, int *ldw, double *density)
     int run = l->op == NN_CONV ? l->k * l->k : l->blk;
     const uint8_t *mask = m->emask[l->wt];
     const float *W = m->params + t->off;
-    *density = 1.0;
     if (!mask && contiguous(il, ni) && contiguous(ol, no)) {
         w->gathered[i] = 0;
         *ldw = t->cols;
@@ -629,20 +665,17 @@ static const float *weights_for(nn_model *m, int i, int *ldw, double *density)
         w->dwg[i] = sim_xmalloc(sizeof(float) * (size_t)t->rows * t->cols);
     }
     float *g = w->wg[i];
-    size_t nnz = 0, ld = (size_t)ni * run;
+    size_t ld = (size_t)ni * run;
     for (int r = 0; r < no; r++)
         for (int j = 0; j < ni; j++) {
             size_t src = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
             float *dst = g + r * ld + (size_t)j * run;
             if (mask)
-                for (int q = 0; q < run; q++) {
+                for (int q = 0; q < run; q++)
                     dst[q] = mask[src + q] ? W[src + q] : 0.0f;
-                    nnz += mask[src + q] != 0;
-                }
             else
                 memcpy(dst, W + src, sizeof(float) * (size_t)run);
         }
-    if (mask && no > 0 && ld > 0) *density = (double)nnz / ((double)no * ld);
     w->gathered[i] = 1;
     *ldw = (int)ld;
     return g;
@@ -705,28 +738,21 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
         const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
         (void)il;
         if (is_param(l)) {
-            double dens;
             int ldw;
-            const float *wp = weights_for(m, i, &ldw, &dens);
+            const float *wp = weights_for(m, i, &ldw);
             w->wp[i] = wp;
             w->ldw[i] = ldw;
             const float *bp = NULL;
             if (l->bt >= 0) bp = vec_for(m, l->bt, ol, no, vec_scratch(m, i, l->oc));
-            double flops;
             if (l->op == NN_CONV) {
                 float *col = w->kept[i] ? w->kept[i] : w->col;
                 nn_conv_forward(out, col, w->kept[i] != NULL, in, wp, ldw, bp, B, ni, l->h, l->w,
                                 no, l->k, l->s, l->p);
-                flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
             } else {
                 nn_linear_forward(out, in, wp, ldw, bp, B, ni * l->blk, no);
-                flops = 2.0 * no * ni * l->blk * (double)B;
             }
-            m->cost.flops += flops;
-            if (m->emask[l->wt]) {
-                m->cost.flops_masked += flops;
-                m->cost.flops_masked_nnz += flops * dens;
-            }
+            w->dens[i] = block_density(m, i);
+            add_cost(&m->cost, gemm_flops(l, ni, no, B), m->emask[l->wt] != NULL, w->dens[i]);
         } else if (l->op == NN_RELU) {
             nn_relu_forward(out, in, (long)B * ni * l->h * l->w);
         } else if (l->op == NN_MAXPOOL) {
@@ -789,29 +815,14 @@ void nn_model_backward(nn_model *m)
                     db_gathered = 1;
                 }
             }
-            double flops;
-            if (l->op == NN_CONV) {
+            if (l->op == NN_CONV)
                 nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
                                  B, ni, l->h, l->w, no, l->k, l->s, l->p);
-                flops = 2.0 * no * ni * l->k * l->k * (double)B * l->oh * l->ow;
-            } else {
+            else
                 nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
                                    no);
-                flops = 2.0 * no * ni * l->blk * (double)B;
-            }
-            flops *= dxp ? 2 : 1;
-            m->cost.flops += flops;
-            if (m->emask[l->wt]) {
-                m->cost.flops_masked += flops;
-                /* the masked weight's density scales dx's GEMM the same way as the forward */
-                double dens = 0;
-                const uint8_t *mk = m->emask[l->wt];
-                size_t nn = (size_t)t->rows * t->cols, nz = 0;
-                for (size_t q = 0; q < nn; q++)
-                    nz += mk[q] != 0;
-                dens = nn ? (double)nz / nn : 1.0;
-                m->cost.flops_masked_nnz += flops * dens;
-            }
+            add_cost(&m->cost, gemm_flops(l, ni, no, B) * (dxp ? 2 : 1), m->emask[l->wt] != NULL,
+                     w->dens[i]);
             if (w->gathered[i]) scatter_dw(m, i);
             if (db_gathered)
                 for (int r = 0; r < no; r++)
@@ -894,6 +905,22 @@ int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, doub
     }
     if (loss) *loss = n ? sum / n : 0;
     return correct;
+}
+
+void nn_model_step_cost(const nn_model *m, int B, nn_cost *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < m->arch.n; i++) {
+        const nn_layer *l = &m->arch.l[i];
+        if (!is_param(l)) continue;
+        int ni, no;
+        in_list(m, i, &ni);
+        out_list(m, i, &no);
+        int masked = m->emask[l->wt] != NULL;
+        double dens = block_density(m, i), f = gemm_flops(l, ni, no, B);
+        add_cost(c, f * (i ? 3 : 2), masked, dens); /* forward, dW, and dx except at the input */
+    }
+    c->samples = B;
 }
 
 uint64_t nn_model_pattern(const nn_model *m)

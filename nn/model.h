@@ -142,6 +142,11 @@ void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask);
 /* Back to the full dense model. */
 void nn_model_reset_narrowing(nn_model *m);
 
+/* What one training step at batch B costs under the current narrowing and masks, computed from
+ * the shapes without running anything (the same counts forward + backward add): for cost-only
+ * simulation and for predicting a scenario's cost before running it. */
+void nn_model_step_cost(const nn_model *m, int B, nn_cost *c);
+
 /* A fingerprint of the last forward's piecewise-linear region: which ReLU outputs were positive
  * and which inputs each max-pool picked. Gradient checks use it to skip steps that cross a kink. */
 uint64_t nn_model_pattern(const nn_model *m);

@@ -1,31 +1,49 @@
-/* sim/main.c -- the fedsim command line.
+/* sim/main.c -- the fedsim command line: run, check, devices, events, train.
  *
- * Until the simulation engine lands, fedsim offers `train`: centralized training of any model on
- * any built-in dataset, which is what `make run` shows and what the client jobs of a federation
- * will run. Errors print as "fedsim: file:line:col: message" and exit with status 2.
+ * Errors print as "fedsim: file:line:col: message" and exit with status 2; a run that fails
+ * midway keeps the outputs written so far.
  */
+#include "devices/catalog.h"
 #include "nn/data.h"
 #include "nn/model.h"
+#include "nn/pack.h"
 #include "nn/train.h"
 #include "sim/base.h"
+#include "sim/engine.h"
 #include "sim/rng.h"
+#include "sim/scenario.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char usage[] =
         "usage: fedsim COMMAND [options]\n"
         "\n"
         "fedsim simulates heterogeneous federated learning: real training math per client, and\n"
-        "simulated time and bytes from device profiles. The federation engine is not built yet;\n"
-        "today fedsim can train one model centrally, the job every client will run.\n"
+        "simulated time and bytes from device profiles and what each job really cost.\n"
         "\n"
         "commands:\n"
+        "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
+        "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml (resolved),\n"
+        "             metrics.tsv, clients.tsv, events.msgpack. --set overrides any key\n"
+        "             (e.g. --set federation.per_round=20); --cost-only skips the math and\n"
+        "             reports the FLOPs and bytes the jobs would have\n"
+        "  check SCENARIO [--set key=value]...\n"
+        "             validate, print the resolved scenario and per-device predicted job cost\n"
+        "  devices [--catalog FILE]\n"
+        "             list the device catalog [devices/catalog.yaml]\n"
+        "  events RUN_DIR|FILE\n"
+        "             print a run's events.msgpack as text\n"
         "  train      train a model centrally and report test accuracy per epoch\n"
         "  help       show this text\n"
+        "\n"
+        "Scenario keys and their defaults: scenarios/README.md.\n"
         "\n"
         "train options (defaults in brackets):\n"
         "  --model NAME       mlp:784-200-200-10, mlpbn:..., cnn2, lenet5-caffe, pa3dfl-cnn,\n"
@@ -214,6 +232,280 @@ static int cmd_train(int argc, char **argv)
     return rc;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* run, check, devices, events */
+
+static int print_err(const sim_err *err)
+{
+    char msg[1200];
+    sim_err_format(err, msg, sizeof msg);
+    return die(msg);
+}
+
+typedef struct run_opts {
+    const char *scenario, *out, *sets[64];
+    int n_sets, quiet, cost_only, have_seed;
+    unsigned long long seed;
+} run_opts;
+
+static int parse_run(run_opts *o, int argc, char **argv, int allow_out)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-q") && allow_out) {
+            o->quiet = 1;
+        } else if (!strcmp(a, "--cost-only") && allow_out) {
+            o->cost_only = 1;
+        } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed")) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(a, "--set")) {
+                if (o->n_sets == 64) return die("too many --set options (64 at most)");
+                o->sets[o->n_sets++] = v;
+            } else if (!strcmp(a, "--out") && allow_out) {
+                o->out = v;
+            } else if (!strcmp(a, "--seed")) {
+                char *end;
+                o->seed = strtoull(v, &end, 10);
+                if (*end || end == v) return die("--seed: expected a non-negative integer");
+                o->have_seed = 1;
+            } else {
+                fprintf(stderr, "fedsim: %s is not an option of this command\n", a);
+                return 2;
+            }
+        } else if (a[0] != '-' && !o->scenario) {
+            o->scenario = a;
+        } else {
+            fprintf(stderr, "fedsim: unexpected argument '%s' (see fedsim help)\n", a);
+            return 2;
+        }
+    }
+    if (!o->scenario) return die("which scenario? (fedsim run SCENARIO.yaml)");
+    return 0;
+}
+
+/* Load with --seed and --cost-only folded in as --set overrides. */
+static int load_scenario(sim_scenario *sc, run_opts *o, sim_err *err)
+{
+    char seed_set[64];
+    if (o->have_seed) {
+        snprintf(seed_set, sizeof seed_set, "seed=%llu", o->seed);
+        o->sets[o->n_sets++] = seed_set;
+    }
+    if (o->cost_only) o->sets[o->n_sets++] = "cost_only=true";
+    return sim_scenario_load(sc, o->scenario, o->sets, o->n_sets, err);
+}
+
+static int mkdirs(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_run(&o, argc, argv, 1);
+    if (rc) return rc;
+    sim_err err = {0};
+    sim_scenario sc;
+    if (load_scenario(&sc, &o, &err)) return print_err(&err);
+    char out[1024];
+    if (o.out)
+        snprintf(out, sizeof out, "%s", o.out);
+    else
+        snprintf(out, sizeof out, "runs/%s-%llu", sc.name, (unsigned long long)sc.spec.seed);
+    if (mkdirs(out)) {
+        sim_scenario_destroy(&sc);
+        fprintf(stderr, "fedsim: %s: cannot create the run folder: %s\n", out, strerror(errno));
+        return 2;
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/scenario.yaml", out);
+    FILE *f = fopen(path, "w");
+    if (!f || sim_yaml_write(sc.doc, f, &err)) {
+        if (f) fclose(f);
+        sim_scenario_destroy(&sc);
+        if (!f) sim_fail(&err, SIM_EIO, path, 0, 0, "cannot write");
+        return print_err(&err);
+    }
+    fclose(f);
+    sc.spec.out_dir = out;
+    sc.spec.quiet = o.quiet;
+    openblas_set_num_threads(1);
+    sim_engine *e;
+    if (sim_engine_new(&e, &sc.spec, &err)) {
+        sim_scenario_destroy(&sc);
+        return print_err(&err);
+    }
+    if (!o.quiet)
+        fprintf(stderr, "fedsim: %s: %d clients, %s, %s, %d %s; outputs in %s/\n", sc.name,
+                sc.spec.n_clients, sc.model, sc.spec.algo->name, sc.spec.fed.rounds,
+                sc.spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
+    rc = sim_engine_run(e, &err);
+    sim_totals t;
+    sim_engine_totals(e, &t);
+    sim_engine_free(e);
+    sim_scenario_destroy(&sc);
+    if (rc) {
+        print_err(&err);
+        fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
+        return 2;
+    }
+    char ts[32], up[32], down[32];
+    sim_format_time(ts, sizeof ts, t.now);
+    sim_format_bytes(up, sizeof up, t.bytes_up);
+    sim_format_bytes(down, sizeof down, t.bytes_down);
+    printf("%s: %d rounds in %s simulated; up %s, down %s; %ld jobs, %ld lost, %ld late, "
+           "%ld clients excluded (memory); final accuracy %.4f\nmetrics: %s/metrics.tsv\n",
+           out, t.round, ts, up, down, t.jobs, t.dropped, t.late, t.excluded, t.acc_global, out);
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_run(&o, argc, argv, 0);
+    if (rc) return rc;
+    sim_err err = {0};
+    sim_scenario sc;
+    if (load_scenario(&sc, &o, &err)) return print_err(&err);
+    if (sim_yaml_write(sc.doc, stdout, &err)) {
+        sim_scenario_destroy(&sc);
+        return print_err(&err);
+    }
+    /* predicted cost of one job of an average client, per device profile in the mix */
+    nn_model m;
+    nn_model_init(&m, &sc.arch, sc.cfg.batch_size);
+    int n = sc.part.n_clients;
+    double avg = 0;
+    for (int c = 0; c < n; c++)
+        avg += sc.part.n[c];
+    avg /= n;
+    int B = sc.cfg.batch_size, per_epoch = (int)ceil(avg / B);
+    int steps = sc.cfg.local_steps > 0 ? sc.cfg.local_steps : sc.cfg.local_epochs * per_epoch;
+    nn_cost step;
+    nn_model_step_cost(&m, B, &step);
+    double flops = step.flops * steps, mem = (double)nn_model_memory_bytes(&m, B);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    nn_pack_params(&sb, &sc.arch, m.params);
+    double msg = (double)sb.size + sc.spec.fed.overhead_bytes;
+    msgpack_sbuffer_destroy(&sb);
+    char fs[32], ms[32], mm[32];
+    sim_format_bytes(ms, sizeof ms, msg);
+    sim_format_bytes(mm, sizeof mm, mem);
+    printf("\n# model %s: %zu parameters; a job of %.0f samples (%d steps of %d) executes %.3g "
+           "FLOPs; a dense message is %s; training needs %s\n",
+           sc.model, sc.arch.layout.n_params, avg, steps, B, flops, ms, mm);
+    printf("# %-20s %8s %12s %12s %12s %12s %6s\n", "device", "clients", "download", "train",
+           "upload", "job", "fits");
+    for (int c = 0; c < n; c++) {
+        const dev_profile *d = &sc.devices[c];
+        int seen = 0;
+        for (int k = 0; k < c && !seen; k++)
+            seen = !strcmp(sc.devices[k].name, d->name);
+        if (seen) continue;
+        int count = 0;
+        for (int k = 0; k < n; k++)
+            count += !strcmp(sc.devices[k].name, d->name);
+        sim_time td = dev_transfer_ns(d->latency_ns, msg, d->down_bps);
+        sim_time tt = dev_compute_ns(d, flops, 0, 0, 0);
+        sim_time tu = sc.spec.algo->has_global ? dev_transfer_ns(d->latency_ns, msg, d->up_bps) : 0;
+        char a[32], b[32], cc[32], j[32];
+        sim_format_time(a, sizeof a, td);
+        sim_format_time(b, sizeof b, tt);
+        sim_format_time(cc, sizeof cc, tu);
+        sim_format_time(j, sizeof j, td + tt + tu);
+        printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j,
+               dev_fits(d, mem) ? "yes" : "NO");
+    }
+    (void)fs;
+    nn_model_destroy(&m);
+    sim_scenario_destroy(&sc);
+    return 0;
+}
+
+static int cmd_devices(int argc, char **argv)
+{
+    const char *path = sim_default_catalog();
+    if (argc == 2 && !strcmp(argv[0], "--catalog")) path = argv[1];
+    else if (argc) return die("usage: fedsim devices [--catalog FILE]");
+    dev_catalog cat;
+    sim_err err = {0};
+    if (dev_catalog_load(&cat, path, &err)) return print_err(&err);
+    printf("# %s\n", path);
+    for (int i = 0; i < cat.n; i++) {
+        char line[512];
+        dev_profile_describe(&cat.profiles[i], line, sizeof line);
+        printf("%-20s %s\n", cat.profiles[i].name, line);
+    }
+    dev_catalog_destroy(&cat);
+    return 0;
+}
+
+static int cmd_events(int argc, char **argv)
+{
+    if (argc != 1) return die("usage: fedsim events RUN_DIR|events.msgpack");
+    char path[1024];
+    struct stat st;
+    if (!stat(argv[0], &st) && S_ISDIR(st.st_mode))
+        snprintf(path, sizeof path, "%s/events.msgpack", argv[0]);
+    else
+        snprintf(path, sizeof path, "%s", argv[0]);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fedsim: %s: cannot open: %s\n", path, strerror(errno));
+        return 2;
+    }
+    msgpack_unpacker up;
+    msgpack_unpacker_init(&up, 1 << 16);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = 0, header = 1;
+    printf("time_s\tkind\tclient\tround\tbytes\tflops\n");
+    for (;;) {
+        msgpack_unpack_return r;
+        while ((r = msgpack_unpacker_next(&up, &u)) == MSGPACK_UNPACK_SUCCESS) {
+            const msgpack_object *o = &u.data;
+            if (header) { /* the self-description map */
+                header = 0;
+                continue;
+            }
+            if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 6) {
+                rc = die("events file: malformed record");
+                goto done;
+            }
+            const msgpack_object *v = o->via.array.ptr;
+            int kind = (int)v[1].via.i64;
+            printf("%.9f\t%s\t%lld\t%lld\t%.0f\t%.0f\n", (double)v[0].via.i64 * 1e-9,
+                   kind >= 0 && kind < SIM_EV_COUNT ? sim_event_names[kind] : "?",
+                   (long long)v[2].via.i64, (long long)v[3].via.i64, v[4].via.f64, v[5].via.f64);
+        }
+        if (r == MSGPACK_UNPACK_PARSE_ERROR) {
+            rc = die("events file: corrupt msgpack");
+            goto done;
+        }
+        msgpack_unpacker_reserve_buffer(&up, 1 << 16);
+        size_t got = fread(msgpack_unpacker_buffer(&up), 1, 1 << 16, f);
+        if (!got) break;
+        msgpack_unpacker_buffer_consumed(&up, got);
+    }
+done:
+    msgpack_unpacked_destroy(&u);
+    msgpack_unpacker_destroy(&up);
+    fclose(f);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
@@ -221,6 +513,10 @@ int main(int argc, char **argv)
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "events")) return cmd_events(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     fprintf(stderr, "fedsim: unknown command '%s' (see fedsim help)\n", argv[1]);
     return 2;

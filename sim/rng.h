@@ -13,9 +13,12 @@
 /* What a stream is for; the value enters the seed mix, so never renumber existing entries. */
 enum {
     SIM_RNG_INIT_WEIGHTS = 1, /* index: model instance */
-    SIM_RNG_DATA_SPLIT = 2,   /* index: 0 */
+    SIM_RNG_DATA_SPLIT = 2,   /* index: 0 client partition, 1 local test splits */
     SIM_RNG_DATA_GEN = 3,     /* synthetic data generation; index: split/client */
-    SIM_RNG_BATCHES = 4,      /* minibatch order; index: client or 0 for centralized */
+    SIM_RNG_BATCHES = 4,      /* minibatch order; index: client << 32 | round, 0 centralized */
+    SIM_RNG_SELECT = 5,       /* client selection; index: round (sync) or dispatch (async) */
+    SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
+    SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

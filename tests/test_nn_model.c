@@ -180,6 +180,12 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
     CHECK_NEAR(ls, ld, 1e-5);
     nn_model_backward(&s);
     nn_model_backward(&d);
+    /* the analytic step cost is exactly what forward + backward counted */
+    nn_cost pc;
+    nn_model_step_cost(&s, B, &pc);
+    CHECK_MSG(pc.flops == s.cost.flops && pc.flops_masked == s.cost.flops_masked &&
+                      fabs(pc.flops_masked_nnz - s.cost.flops_masked_nnz) <= 1e-9 * pc.flops,
+              "%s mode %d: predicted %g FLOPs, counted %g", name, mode, pc.flops, s.cost.flops);
     double dg = 0, dead = 0, scale = 0;
     for (size_t i = 0; i < nf; i++) {
         scale = fmax(scale, fabs((double)d.grads[i]));

@@ -1,0 +1,112 @@
+/* algos/algo.h -- the one interface between the engine and every FL algorithm, and the registry.
+ *
+ * An algorithm is a table of functions. The server side (server_new, job_down, server_absorb,
+ * server_aggregate, eval_params) lives in the coordinator; client_train is a pure function of
+ * (environment, job, private state) and may run in another process, so everything it needs travels
+ * in the job (the down message and the client's private state, both msgpack bytes) and everything
+ * it produces comes back in the result (the up message, new private state, and what the job cost).
+ * Message lengths are what the simulator charges as bytes on the wire. Adding an algorithm is one
+ * file and one line in fl_algos[] (registry.c).
+ */
+#ifndef FL_ALGO_H
+#define FL_ALGO_H
+
+#include "nn/data.h"
+#include "nn/model.h"
+#include "nn/partition.h"
+#include "sim/base.h"
+#include "sim/rng.h"
+
+#include <msgpack.h>
+
+/* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
+typedef struct fl_config {
+    char name[32];
+    int local_epochs;    /* passes over the client's data per job (when local_steps is 0) */
+    int local_steps;     /* fixed SGD steps per job; 0 = use local_epochs */
+    int batch_size;
+    double lr, momentum, weight_decay, clip;
+    double lr_decay;     /* client lr multiplied by this every round (1 = constant) */
+    double mu;           /* FedProx proximal weight */
+    double server_lr;    /* applied to the weighted mean update (1 = plain FedAvg) */
+} fl_config;
+
+/* What every part of an algorithm may read; identical in the coordinator and in workers. */
+typedef struct fl_env {
+    const fl_config *cfg;
+    const nn_arch *arch;
+    const nn_dataset *train, *test;
+    const nn_partition *part;
+    uint64_t seed;
+    int cost_only; /* skip the math: report the FLOPs and message sizes it would have */
+} fl_env;
+
+typedef struct fl_job {
+    int32_t client;
+    int32_t round;       /* sync round, or async dispatch number */
+    const void *down;    /* the down message (NULL in cost-only mode) */
+    size_t down_len;
+    const void *priv;    /* the client's private state from its last job (NULL: none yet) */
+    size_t priv_len;
+} fl_job;
+
+typedef struct fl_result {
+    msgpack_sbuffer up;   /* the up message (left empty in cost-only mode) */
+    size_t up_bytes;      /* its length (set in cost-only mode too); 0 = nothing to upload */
+    msgpack_sbuffer priv; /* new private state; size 0 = keep none */
+    nn_cost cost;         /* FLOPs executed (or that would be, in cost-only mode) */
+    double loss;          /* mean training loss over the job's batches */
+    int steps;            /* SGD steps taken */
+} fl_result;
+
+/* Per-process scratch an algorithm's client_train may use (a model instance, buffers). */
+typedef struct fl_worker {
+    nn_model model;
+    int ready;
+    float *ref; /* n_floats: a copy of the received model (FedProx anchor, deltas) */
+} fl_worker;
+
+typedef struct fl_algo {
+    const char *name;
+    const char *summary;
+    int has_global;      /* 0 when there is no meaningful global model (local-only) */
+    void *(*server_new)(const fl_env *env, sim_err *err);
+    void (*server_free)(void *server);
+    /* The down message for client (into out); returns its length. out is NULL in cost-only mode,
+     * when only the length is wanted. */
+    size_t (*job_down)(void *server, int32_t client, msgpack_sbuffer *out);
+    int (*client_train)(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                        sim_err *err);
+    /* Called in client-id order at aggregation: weight scales the update, mass is what the
+     * weighted sum is normalized by (FedAvg: both the client's sample count; async staleness
+     * lowers weight only). Returns SIM_EFORMAT for a malformed message. */
+    int (*server_absorb)(void *server, int32_t client, const void *up, size_t len, double weight,
+                         double mass, sim_err *err);
+    void (*server_aggregate)(void *server);
+    /* Load the model used to evaluate client (its personalized model), or the global model when
+     * client is -1, into m. */
+    void (*eval_params)(void *server, int32_t client, const void *priv, size_t priv_len,
+                        nn_model *m);
+} fl_algo;
+
+extern const fl_algo fl_fedavg, fl_fedprox, fl_local;
+extern const fl_algo *const fl_algos[]; /* NULL-terminated */
+const fl_algo *fl_algo_find(const char *name);
+
+/* Shared pieces for algorithm files. */
+void fl_result_init(fl_result *r);
+void fl_result_destroy(fl_result *r);
+void fl_worker_init(fl_worker *w);
+void fl_worker_destroy(fl_worker *w);
+/* The worker's model for env's architecture, sized for the batch, narrowing reset. */
+nn_model *fl_worker_model(fl_worker *w, const fl_env *env);
+/* Initial global parameters: the same in every process for a seed. */
+void fl_init_params(nn_model *m, const fl_env *env);
+/* Local SGD on client's training samples with the job's lr (decayed by round), batch order from
+ * the stream (seed, SIM_RNG_BATCHES, client·2^20 + round). With mu > 0 and anchor non-NULL, adds
+ * the FedProx gradient mu·(w − anchor). Fills res->cost, loss and steps. In cost-only mode it
+ * takes no step and reports the cost the steps would have. */
+void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu,
+                  const float *anchor, fl_result *res);
+
+#endif /* FL_ALGO_H */

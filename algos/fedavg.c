@@ -1,0 +1,146 @@
+/* algos/fedavg.c -- FedAvg (McMahan et al.) and FedProx (Li et al.), which differs only in the
+ * client's proximal term mu/2·||w − w_global||².
+ *
+ * Clients upload the change of their model (trained − received) rather than the model itself: the
+ * same bytes, and the form the server needs both for plain FedAvg (the sample-weighted mean change
+ * added to the global model equals the weighted mean of the client models) and for FedBuff-style
+ * async aggregation, where updates computed from older global models are applied with a staleness
+ * weight. Sums run in double, in the client-id order the engine calls absorb in.
+ */
+#include "algos/algo.h"
+
+#include "nn/pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fedavg {
+    const fl_env *env; /* borrowed */
+    float *global;     /* n_floats: the global model */
+    float *scratch;    /* n_floats: an unpacked update */
+    double *acc;       /* n_floats: Σ weight·update since the last aggregation */
+    double mass;       /* Σ mass */
+    size_t msg_bytes;  /* encoded size of a dense parameter message (cost-only mode) */
+} fedavg;
+
+static size_t packed_size(const nn_arch *a)
+{
+    float *zero = sim_xcalloc(a->layout.n_floats, sizeof(float));
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    nn_pack_params(&sb, a, zero);
+    size_t n = sb.size;
+    msgpack_sbuffer_destroy(&sb);
+    free(zero);
+    return n;
+}
+
+static void *fedavg_new(const fl_env *env, sim_err *err)
+{
+    (void)err;
+    fedavg *s = sim_xcalloc(1, sizeof *s);
+    size_t nf = env->arch->layout.n_floats;
+    s->env = env;
+    s->global = sim_xcalloc(nf, sizeof(float));
+    s->scratch = sim_xcalloc(nf, sizeof(float));
+    s->acc = sim_xcalloc(nf, sizeof(double));
+    nn_model m;
+    nn_model_init(&m, env->arch, 1);
+    fl_init_params(&m, env);
+    memcpy(s->global, m.params, nf * sizeof(float));
+    nn_model_destroy(&m);
+    s->msg_bytes = packed_size(env->arch);
+    return s;
+}
+
+static void fedavg_free(void *p)
+{
+    fedavg *s = p;
+    if (!s) return;
+    free(s->global);
+    free(s->scratch);
+    free(s->acc);
+    free(s);
+}
+
+static size_t fedavg_down(void *p, int32_t client, msgpack_sbuffer *out)
+{
+    fedavg *s = p;
+    (void)client;
+    if (!out) return s->msg_bytes;
+    size_t before = out->size;
+    nn_pack_params(out, s->env->arch, s->global);
+    return out->size - before;
+}
+
+static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res, double mu,
+                 sim_err *err)
+{
+    nn_model *m = fl_worker_model(w, env);
+    size_t nf = env->arch->layout.n_floats;
+    if (env->cost_only) {
+        fl_local_sgd(env, job, m, mu, NULL, res);
+        res->up_bytes = packed_size(env->arch);
+        return SIM_OK;
+    }
+    int rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message", err);
+    if (rc) return rc;
+    memcpy(w->ref, m->params, nf * sizeof(float));
+    fl_local_sgd(env, job, m, mu, w->ref, res);
+    for (size_t j = 0; j < nf; j++) /* the upload is the change, computed in place in ref */
+        w->ref[j] = m->params[j] - w->ref[j];
+    nn_pack_params(&res->up, env->arch, w->ref);
+    res->up_bytes = res->up.size;
+    return SIM_OK;
+}
+
+static int fedavg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                        sim_err *err)
+{
+    return train(env, job, w, res, 0, err);
+}
+
+static int fedprox_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                         sim_err *err)
+{
+    return train(env, job, w, res, env->cfg->mu, err);
+}
+
+static int fedavg_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                         double mass, sim_err *err)
+{
+    fedavg *s = p;
+    (void)client;
+    int rc = nn_unpack_params(s->scratch, s->env->arch, up, len, "up message", err);
+    if (rc) return rc;
+    size_t nf = s->env->arch->layout.n_floats;
+    for (size_t j = 0; j < nf; j++)
+        s->acc[j] += weight * (double)s->scratch[j];
+    s->mass += mass;
+    return SIM_OK;
+}
+
+static void fedavg_aggregate(void *p)
+{
+    fedavg *s = p;
+    size_t nf = s->env->arch->layout.n_floats;
+    if (s->mass > 0)
+        for (size_t j = 0; j < nf; j++)
+            s->global[j] += (float)(s->env->cfg->server_lr * s->acc[j] / s->mass);
+    memset(s->acc, 0, nf * sizeof(double));
+    s->mass = 0;
+}
+
+static void fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    fedavg *s = p;
+    (void)client, (void)priv, (void)priv_len;
+    memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
+}
+
+const fl_algo fl_fedavg = {"fedavg", "FedAvg: sample-weighted mean of client updates", 1,
+                           fedavg_new, fedavg_free, fedavg_down, fedavg_train, fedavg_absorb,
+                           fedavg_aggregate, fedavg_eval};
+const fl_algo fl_fedprox = {"fedprox", "FedProx: FedAvg with a proximal term mu on clients", 1,
+                            fedavg_new, fedavg_free, fedavg_down, fedprox_train, fedavg_absorb,
+                            fedavg_aggregate, fedavg_eval};

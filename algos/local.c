@@ -1,0 +1,88 @@
+/* algos/local.c -- Local-only training: every client trains its own model on its own data and
+ * never communicates. The baseline personalized methods must beat; its messages are empty, so its
+ * simulated time is pure computation. A client's model is its private state, starting from the
+ * common initial model. There is no global model. */
+#include "algos/algo.h"
+
+#include "nn/pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct local_server {
+    const fl_env *env; /* borrowed */
+    float *init;       /* the common initial model */
+} local_server;
+
+static void *local_new(const fl_env *env, sim_err *err)
+{
+    (void)err;
+    local_server *s = sim_xcalloc(1, sizeof *s);
+    s->env = env;
+    nn_model m;
+    nn_model_init(&m, env->arch, 1);
+    fl_init_params(&m, env);
+    s->init = sim_xmalloc(env->arch->layout.n_floats * sizeof(float));
+    memcpy(s->init, m.params, env->arch->layout.n_floats * sizeof(float));
+    nn_model_destroy(&m);
+    return s;
+}
+
+static void local_free(void *p)
+{
+    local_server *s = p;
+    if (!s) return;
+    free(s->init);
+    free(s);
+}
+
+static size_t local_down(void *p, int32_t client, msgpack_sbuffer *out)
+{
+    (void)p, (void)client, (void)out;
+    return 0;
+}
+
+static int local_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                       sim_err *err)
+{
+    nn_model *m = fl_worker_model(w, env);
+    if (env->cost_only) {
+        fl_local_sgd(env, job, m, 0, NULL, res);
+        return SIM_OK;
+    }
+    if (job->priv) {
+        int rc = nn_unpack_params(m->params, env->arch, job->priv, job->priv_len, "private state",
+                                  err);
+        if (rc) return rc;
+    } else {
+        fl_init_params(m, env);
+    }
+    fl_local_sgd(env, job, m, 0, NULL, res);
+    nn_pack_params(&res->priv, env->arch, m->params);
+    return SIM_OK;
+}
+
+static int local_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                        double mass, sim_err *err)
+{
+    (void)p, (void)client, (void)up, (void)len, (void)weight, (void)mass, (void)err;
+    return SIM_OK;
+}
+
+static void local_aggregate(void *p)
+{
+    (void)p;
+}
+
+static void local_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    local_server *s = p;
+    if (client >= 0 && priv &&
+        nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) == SIM_OK)
+        return;
+    memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
+}
+
+const fl_algo fl_local = {"local", "Local-only: each client trains alone, nothing is sent", 0,
+                          local_new, local_free, local_down, local_train, local_absorb,
+                          local_aggregate, local_eval};

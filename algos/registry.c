@@ -1,0 +1,13 @@
+/* algos/registry.c -- the list of algorithms fedsim knows, by scenario name. */
+#include "algos/algo.h"
+
+#include <string.h>
+
+const fl_algo *const fl_algos[] = {&fl_fedavg, &fl_fedprox, &fl_local, NULL};
+
+const fl_algo *fl_algo_find(const char *name)
+{
+    for (int i = 0; fl_algos[i]; i++)
+        if (!strcmp(fl_algos[i]->name, name)) return fl_algos[i];
+    return NULL;
+}

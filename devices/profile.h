@@ -1,0 +1,128 @@
+/* devices/profile.h -- a device profile and the cost model that turns work into simulated time.
+ *
+ * A profile is what a client's device can do: compute (FLOP/s), uplink and downlink (bit/s), a
+ * per-transfer latency, memory, an optional capacity in (0, 1], a sparse efficiency, an
+ * availability process and an optional speed trace. The cost model (DESIGN.md section 5):
+ *
+ *   compute time  = effective FLOPs / (compute x speed factor), integrated over the speed trace
+ *                   effective FLOPs = flops - sparse_eff x (flops_masked - flops_masked_nnz)
+ *   transfer time = latency + 8 x bytes / bandwidth            (per direction, per message)
+ *   fits          = peak training bytes <= memory
+ *   capacity      = the profile's own value, else min(1, memory / full-model bytes,
+ *                   compute / reference compute)               (dev_capacity)
+ *
+ * Durations are computed in double seconds and rounded once to the nearest ns.
+ *
+ * In a file a profile is a YAML map with units in every value:
+ *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
+ *    capacity: 0.5, sparse_eff: 0.3, availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
+ *    speed: {file: load.trace, loop: 1 d}}
+ * and compute, up, down, latency and memory may instead be per-client distributions,
+ *   {lognormal: 20 Mbps, sigma: 0.5, min: 1 Mbps, max: 1 Gbps}   median 20 Mbps, log-space sigma,
+ *                                                               optional clamps
+ *   {uniform: [5 Mbps, 50 Mbps]}                                 uniform between the bounds
+ * which dev_profile_draw turns into one client's concrete figures.
+ *
+ * A zeroed dev_profile with compute, up, down and memory set (> 0) is a valid concrete profile:
+ * always online, nominal speed, no distributions. Profiles own references to their traces, so
+ * copies go through dev_profile_copy and every profile ends with dev_profile_destroy.
+ */
+#ifndef DEV_PROFILE_H
+#define DEV_PROFILE_H
+
+#include "devices/avail.h"
+#include "devices/trace.h"
+#include "sim/base.h"
+#include "sim/rng.h"
+#include "sim/units.h"
+#include "sim/yaml.h"
+
+#include <stddef.h>
+
+#define DEV_MAX_NAME 48
+
+/* Stream purpose for per-client profile draws (index: client id). Local until sim/rng.h gets an
+ * entry of its own (proposed: SIM_RNG_DEVICE_DRAW); values >= 200 are left to devices/. */
+#define DEV_RNG_DRAW 201
+
+/* The figures a distribution may replace, in the order dev_profile_draw draws them. */
+typedef enum dev_field {
+    DEV_FIELD_COMPUTE, /* compute_flops */
+    DEV_FIELD_UP,      /* up_bps */
+    DEV_FIELD_DOWN,    /* down_bps */
+    DEV_FIELD_LATENCY, /* latency_ns */
+    DEV_FIELD_MEMORY,  /* memory_bytes */
+    DEV_FIELD_COUNT,
+} dev_field;
+
+typedef enum dev_dist_kind {
+    DEV_DIST_FIXED = 0, /* the field's value is the value */
+    DEV_DIST_LOGNORMAL, /* median a, log-space sigma b, clamped to [lo, hi] */
+    DEV_DIST_UNIFORM,   /* uniform in [a, b] */
+} dev_dist_kind;
+
+/* Parameters are in the field's base unit: FLOP/s, bit/s, ns (as a double) or bytes. */
+typedef struct dev_dist {
+    dev_dist_kind kind;
+    double a, b;   /* LOGNORMAL: median, sigma; UNIFORM: low, high */
+    double lo, hi; /* LOGNORMAL: clamps (0 and INFINITY when not given) */
+} dev_dist;
+
+typedef struct dev_profile {
+    char name[DEV_MAX_NAME]; /* catalog or scenario name, "" when anonymous */
+    double compute_flops;    /* sustained FLOP/s, > 0 */
+    double up_bps;           /* uplink bit/s, > 0 */
+    double down_bps;         /* downlink bit/s, > 0 */
+    sim_time latency_ns;     /* added to every transfer, >= 0 */
+    double memory_bytes;     /* memory a training job may use, > 0 */
+    double capacity;         /* (0, 1], or 0 = derive with dev_capacity */
+    double sparse_eff;       /* [0, 1]: share of masked-out FLOPs actually saved */
+    dev_avail_spec avail;    /* when it is online (zeroed = always) */
+    dev_trace *speed;        /* speed factor over time (owned reference), NULL = always 1 */
+    dev_dist dist[DEV_FIELD_COUNT]; /* per-client distributions; while one is not FIXED its field
+                                       holds the nominal value: the median, or the midpoint */
+} dev_profile;
+
+/* Time to execute a job starting at `start` (>= 0). flops is what the job executed counting
+ * masked weights as dense; flops_masked is the dense count of the unstructured-masked layers and
+ * flops_masked_nnz the part of it on unmasked weights (0 <= nnz <= masked <= flops). With a speed
+ * trace the work is integrated over the trace from start; DEV_TIME_NEVER when it never finishes
+ * (speed 0 for ever) or would take longer than int64 ns can count. */
+sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
+                        double flops_masked_nnz, sim_time start);
+/* latency + 8 x bytes / bps, rounded to the nearest ns (bytes >= 0, bps > 0). */
+sim_time dev_transfer_ns(sim_time latency, double bytes, double bps);
+/* 1 when a job needing `bytes` of memory fits on the device. */
+int dev_fits(const dev_profile *p, double bytes);
+/* The profile's capacity when it sets one, else min(1, memory / full_model_bytes,
+ * compute / ref_compute_flops): the largest share of the full model's cost (parameters, FLOPs)
+ * the device can hold and train at the reference pace. A term whose reference is <= 0 is left out.
+ * The reference compute is the scenario's choice, e.g. the fastest profile in the mix. A share,
+ * not a width: algorithms that narrow layers take the width whose cost is this share. */
+double dev_capacity(const dev_profile *p, double full_model_bytes, double ref_compute_flops);
+
+/* Copy src into dst (taking trace references); dst must not hold anything. */
+void dev_profile_copy(dev_profile *dst, const dev_profile *src);
+/* Drop trace references and zero p. Accepts NULL. */
+void dev_profile_destroy(dev_profile *p);
+/* 1 when some field is a distribution (dev_profile_draw would change it). */
+int dev_profile_has_dist(const dev_profile *p);
+
+/* Read a profile from a YAML map. With base == NULL, compute, up, down, latency and memory are
+ * required; otherwise out starts as a copy of base (name included) and node overrides the keys it
+ * has. Every key of node must be known (sim_yaml_check_used on node), so a caller that shares the
+ * map with keys of its own reads those first. Zero or negative compute, bandwidth or memory,
+ * values without units and out-of-range numbers are errors at the value's file:line:col.
+ * out->name is left to the caller (base's name, or ""). On error out is zeroed. out != base. */
+int dev_profile_from_yaml(dev_profile *out, const sim_yaml *node, const dev_profile *base,
+                          sim_err *err);
+
+/* One client's concrete profile: out = spec with every distribution drawn from r (in dev_field
+ * order, one or two numbers per distributed field) and set FIXED. out must be destroyed. */
+void dev_profile_draw(dev_profile *out, const dev_profile *spec, sim_rng *r);
+
+/* One line: "compute 13.5 GFLOPS, up 10.0 Mbps, down 40.0 Mbps, latency 40.0 ms, memory 2.00 GiB,
+ * capacity auto, sparse_eff 0, availability always". */
+void dev_profile_describe(const dev_profile *p, char *buf, size_t n);
+
+#endif /* DEV_PROFILE_H */

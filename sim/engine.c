@@ -1,0 +1,710 @@
+/* sim/engine.c -- the event loop, the sync and async federation protocols, evaluation and the
+ * run's output files (see engine.h).
+ *
+ * Workload: up to ~10^6 clients, of which at most a few thousand have a job in flight; per job a
+ * handful of events. Per-client state is a small struct; messages and private state exist only
+ * for clients that have them. A job is lost when its client goes offline before the upload ends;
+ * lost and late jobs keep their device busy until they would have ended, as a real device would.
+ */
+#include "sim/engine.h"
+
+#include "nn/train.h"
+#include "sim/queue.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const sim_event_names[SIM_EV_COUNT] = {
+        "round_start", "dispatch",  "download_done", "train_done", "upload_done",
+        "job_lost",    "deadline", "aggregate",     "evaluate",   "late",
+};
+
+typedef struct sim_client {
+    dev_avail_proc avail;
+    int busy;               /* a job is in flight (its device is working) */
+    int excluded;           /* its device cannot hold the model: never selected */
+    int32_t job_round;      /* round (sync) or model version (async) the job started from */
+    uint64_t job_id;        /* identifies the job its events belong to */
+    sim_time busy_until;    /* when the device is free again */
+    void *up;               /* the job's up message until the upload is absorbed (owned) */
+    size_t up_len;
+    void *priv;             /* private state (owned), committed when training ends */
+    size_t priv_len;
+    void *pending_priv;     /* the job's new private state until its training ends (owned) */
+    size_t pending_priv_len;
+    double weight;          /* training samples (FedAvg weight) */
+    double job_flops;       /* FLOPs the current job executed */
+    /* statistics for clients.tsv */
+    int jobs, completed, lost, late;
+    double bytes_up, bytes_down, flops;
+    sim_time busy_ns;
+    double acc;             /* personalized accuracy at the last evaluation, NaN before */
+} sim_client;
+
+struct sim_engine {
+    sim_run_spec spec;
+    sim_client *c;
+    int n;
+    sim_queue q;
+    sim_time now;
+    void *server;
+    fl_worker worker;
+    nn_model eval_model;
+    double job_memory;      /* peak training memory of the model clients train */
+    /* protocol state */
+    int round;              /* sync: current round; async: model version */
+    int round_open;         /* sync: the current round still takes updates */
+    int target;             /* sync: updates the round waits for */
+    int in_flight;          /* sync: jobs of the current round not yet arrived or lost */
+    int32_t *arrived;       /* sync: clients whose update arrived this round; async: buffer */
+    int n_arrived;
+    int32_t *stale;         /* async: staleness of each buffered update */
+    uint32_t *perm;         /* selection permutation */
+    uint64_t next_job, dispatches;
+    int participants;       /* updates aggregated at the last aggregation */
+    sim_time next_eval_time;
+    /* totals */
+    double bytes_up, bytes_down, flops;
+    long jobs, dropped, late, excluded, events;
+    double acc_global, loss_global;
+    /* outputs */
+    FILE *metrics, *clients_f, *events_f;
+    msgpack_packer events_pk;
+    double wall_start, wall_last;
+    int done;
+};
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* event log */
+
+static int write_events_cb(void *data, const char *buf, size_t len)
+{
+    return fwrite(buf, 1, len, (FILE *)data) == len ? 0 : -1;
+}
+
+/* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack, and as one text
+ * line in the trace when one is asked for. */
+static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops)
+{
+    e->events++;
+    if (e->events_f) {
+        msgpack_packer *pk = &e->events_pk;
+        msgpack_pack_array(pk, 6);
+        msgpack_pack_int64(pk, e->now);
+        msgpack_pack_int(pk, kind);
+        msgpack_pack_int32(pk, who);
+        msgpack_pack_int32(pk, e->round);
+        msgpack_pack_double(pk, bytes);
+        msgpack_pack_double(pk, flops);
+    }
+    if (e->spec.trace)
+        fprintf(e->spec.trace, "[%16.9f] %-13s client=%d round=%d bytes=%.0f flops=%.0f\n",
+                sim_time_to_s(e->now), sim_event_names[kind], who, e->round, bytes, flops);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* devices */
+
+static int online(sim_engine *e, int32_t c, sim_time t)
+{
+    return dev_avail_online(&e->c[c].avail, t);
+}
+
+static double message_bytes(const sim_engine *e, size_t len)
+{
+    return len ? (double)len + e->spec.fed.overhead_bytes : 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* jobs */
+
+static void schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t arg)
+{
+    assert(at >= e->now && "never schedule into the past");
+    sim_queue_push(&e->q, at, kind, who, arg);
+}
+
+/* Dispatch a job to client c now: build its down message, run its training, and schedule its
+ * phases (or its loss, if the client goes offline first). */
+static int dispatch(sim_engine *e, int32_t c, sim_err *err)
+{
+    sim_client *cl = &e->c[c];
+    const dev_profile *dev = &e->spec.devices[c];
+    const fl_algo *algo = e->spec.algo;
+    int cost_only = e->spec.env.cost_only;
+    msgpack_sbuffer down;
+    msgpack_sbuffer_init(&down);
+    size_t down_len = algo->job_down(e->server, c, cost_only ? NULL : &down);
+    fl_job job = {c, e->round, down.data, down.size, cl->priv, cl->priv_len};
+    fl_result res;
+    fl_result_init(&res);
+    int rc = algo->client_train(&e->spec.env, &job, &e->worker, &res, err);
+    msgpack_sbuffer_destroy(&down);
+    if (rc) {
+        fl_result_destroy(&res);
+        return rc;
+    }
+    double db = message_bytes(e, down_len), ub = message_bytes(e, res.up_bytes);
+    sim_time t_down = e->now + dev_transfer_ns(dev->latency_ns, db, dev->down_bps);
+    sim_time t_train =
+            t_down + dev_compute_ns(dev, res.cost.flops, res.cost.flops_masked,
+                                    res.cost.flops_masked_nnz, t_down);
+    sim_time t_up = res.up_bytes ? t_train + dev_transfer_ns(dev->latency_ns, ub, dev->up_bps)
+                                 : t_train;
+    uint64_t id = ++e->next_job;
+    cl->busy = 1;
+    cl->job_round = e->round;
+    cl->job_id = id;
+    cl->jobs++;
+    e->jobs++;
+    e->dispatches++;
+    free(cl->up);
+    cl->up = NULL;
+    cl->up_len = res.up_bytes; /* in cost-only mode the size exists without the content */
+    if (res.up.size) {
+        cl->up = sim_xmalloc(res.up.size);
+        memcpy(cl->up, res.up.data, res.up.size);
+    }
+    free(cl->pending_priv);
+    cl->pending_priv = NULL;
+    cl->pending_priv_len = 0;
+    if (res.priv.size) {
+        cl->pending_priv = sim_xmalloc(res.priv.size);
+        memcpy(cl->pending_priv, res.priv.data, res.priv.size);
+        cl->pending_priv_len = res.priv.size;
+    }
+    /* The server sends the whole download at dispatch: its bytes count now. */
+    cl->bytes_down += db;
+    e->bytes_down += db;
+    log_event(e, SIM_EV_DISPATCH, c, db, 0);
+    sim_time off = dev_avail_next_change(&cl->avail, e->now);
+    sim_time end = off < t_up ? off : t_up;
+    cl->busy_until = end;
+    cl->busy_ns += end - e->now;
+    if (t_down <= end) schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
+    cl->job_flops = res.cost.flops;
+    if (t_train <= end) schedule(e, t_train, SIM_EV_TRAIN_DONE, c, id);
+    if (off < t_up)
+        schedule(e, off, SIM_EV_JOB_LOST, c, id);
+    else
+        schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
+    cl->weight = e->spec.env.part->n[c];
+    fl_result_destroy(&res);
+    return SIM_OK;
+}
+
+/* Pick up to k idle, online, eligible clients uniformly at random (partial Fisher-Yates over a
+ * persistent permutation: any starting order gives a uniform sample). */
+static int select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_index)
+{
+    sim_rng r;
+    sim_rng_seed(&r, e->spec.seed, SIM_RNG_SELECT, stream_index);
+    int got = 0;
+    for (int i = 0; i < e->n && got < k; i++) {
+        uint32_t j = (uint32_t)(i + (int)sim_rng_below(&r, (uint64_t)(e->n - i)));
+        uint32_t t = e->perm[i];
+        e->perm[i] = e->perm[j];
+        e->perm[j] = t;
+        int32_t c = (int32_t)e->perm[i];
+        sim_client *cl = &e->c[c];
+        if (cl->excluded || cl->busy || !online(e, c, e->now)) continue;
+        out[got++] = c;
+    }
+    return got;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* evaluation (an observer: it costs no simulated time) */
+
+static void write_metrics_row(sim_engine *e, double pmean, double p10)
+{
+    if (!e->metrics) return;
+    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\n", e->round,
+            sim_time_to_s(e->now), e->bytes_up, e->bytes_down, e->flops, e->acc_global,
+            e->loss_global, pmean, p10, e->participants, e->dropped + e->late);
+    fflush(e->metrics);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void evaluate(sim_engine *e)
+{
+    const fl_env *env = &e->spec.env;
+    log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
+    double pmean = NAN, p10 = NAN;
+    if (env->cost_only) {
+        write_metrics_row(e, pmean, p10);
+        return;
+    }
+    nn_model *m = &e->eval_model;
+    if (e->spec.algo->has_global) {
+        e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
+        int nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
+                         ? e->spec.eval.test_subset
+                         : env->test->n;
+        e->acc_global = nn_evaluate(m, env->test, NULL, nt, &e->loss_global);
+    }
+    if (e->spec.eval.personalized && env->part->n_test) {
+        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n);
+        int k = 0;
+        const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
+        for (int32_t c = 0; c < e->n; c++) {
+            if (env->part->n_test[c] <= 0) continue;
+            e->spec.algo->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
+            e->c[c].acc = nn_evaluate(m, src, env->part->test_idx[c], env->part->n_test[c], NULL);
+            acc[k++] = e->c[c].acc;
+        }
+        if (k) {
+            double s = 0;
+            for (int i = 0; i < k; i++)
+                s += acc[i];
+            pmean = s / k;
+            qsort(acc, (size_t)k, sizeof *acc, cmp_double);
+            p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
+        }
+        free(acc);
+    }
+    write_metrics_row(e, pmean, p10);
+}
+
+static void maybe_evaluate(sim_engine *e, int force)
+{
+    const sim_eval_config *ev = &e->spec.eval;
+    int due = force || (ev->every_rounds > 0 && e->round % ev->every_rounds == 0);
+    if (ev->every_time > 0 && e->now >= e->next_eval_time) {
+        due = 1;
+        while (e->next_eval_time <= e->now)
+            e->next_eval_time += ev->every_time;
+    }
+    if (due) evaluate(e);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* progress */
+
+static void progress(sim_engine *e, int final)
+{
+    if (e->spec.quiet) return;
+    double w = wall_s();
+    if (!final && w - e->wall_last < 1.0) return;
+    e->wall_last = w;
+    int total = e->spec.fed.rounds;
+    double el = w - e->wall_start, eta = e->round > 0 ? el * (total - e->round) / e->round : 0;
+    char t[32], up[32], down[32];
+    sim_format_time(t, sizeof t, e->now);
+    sim_format_bytes(up, sizeof up, e->bytes_up);
+    sim_format_bytes(down, sizeof down, e->bytes_down);
+    fprintf(stderr, "\r%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs   ",
+            e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round, total, t, up, down,
+            e->acc_global, el, eta);
+    if (final) fprintf(stderr, "\n");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* synchronous rounds */
+
+static int start_round(sim_engine *e, sim_err *err);
+
+/* Hand client c's update to the algorithm (cost-only runs have sizes but no content). */
+static int absorb(sim_engine *e, int32_t c, double weight, sim_err *err)
+{
+    sim_client *cl = &e->c[c];
+    int rc = SIM_OK;
+    if (!e->spec.env.cost_only)
+        rc = e->spec.algo->server_absorb(e->server, c, cl->up, cl->up ? cl->up_len : 0, weight,
+                                         cl->weight, err);
+    free(cl->up);
+    cl->up = NULL;
+    return rc;
+}
+
+/* Absorb the arrived updates in client-id order, aggregate, evaluate, start the next round. */
+static int close_round(sim_engine *e, sim_err *err)
+{
+    e->round_open = 0;
+    qsort(e->arrived, (size_t)e->n_arrived, sizeof *e->arrived, cmp_i32);
+    for (int i = 0; i < e->n_arrived; i++) {
+        sim_client *cl = &e->c[e->arrived[i]];
+        int rc = absorb(e, e->arrived[i], cl->weight, err);
+        if (rc) return rc;
+    }
+    if (!e->spec.env.cost_only) e->spec.algo->server_aggregate(e->server);
+    e->participants = e->n_arrived;
+    e->round++;
+    log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
+    maybe_evaluate(e, e->round == e->spec.fed.rounds);
+    progress(e, 0);
+    if (e->round >= e->spec.fed.rounds) {
+        e->done = 1;
+        return SIM_OK;
+    }
+    return start_round(e, err);
+}
+
+static int start_round(sim_engine *e, sim_err *err)
+{
+    const sim_fed_config *f = &e->spec.fed;
+    log_event(e, SIM_EV_ROUND_START, -1, 0, 0);
+    int want = (int)ceil(f->per_round * f->over_commit - 1e-9);
+    int32_t *sel = sim_xmalloc(sizeof(int32_t) * (size_t)(want > 0 ? want : 1));
+    int got = select_clients(e, want, sel, (uint64_t)e->round);
+    e->n_arrived = 0;
+    e->in_flight = 0;
+    e->target = got < f->per_round ? got : f->per_round;
+    e->round_open = 1;
+    if (got == 0) {
+        /* Nobody can take part now: try again when the first busy or offline client changes. */
+        free(sel);
+        sim_time next = DEV_TIME_NEVER;
+        for (int32_t c = 0; c < e->n; c++) {
+            sim_client *cl = &e->c[c];
+            if (cl->excluded) continue;
+            sim_time t = cl->busy ? cl->busy_until : dev_avail_next_change(&cl->avail, e->now);
+            if (t < next) next = t;
+        }
+        e->round_open = 0;
+        if (next == DEV_TIME_NEVER) {
+            e->done = 1;
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                            "round %d: no client can take part now or later (all excluded or "
+                            "offline for good)",
+                            e->round);
+        }
+        schedule(e, next, SIM_EV_ROUND_START, -1, (uint64_t)e->round);
+        return SIM_OK;
+    }
+    /* dispatch in client-id order, so a round's event order does not depend on the sample order */
+    qsort(sel, (size_t)got, sizeof *sel, cmp_i32);
+    for (int i = 0; i < got; i++) {
+        int rc = dispatch(e, sel[i], err);
+        if (rc) {
+            free(sel);
+            return rc;
+        }
+        e->in_flight++;
+    }
+    free(sel);
+    if (f->deadline > 0) schedule(e, e->now + f->deadline, SIM_EV_DEADLINE, -1, (uint64_t)e->round);
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* async (FedBuff) */
+
+static double staleness_weight(const sim_fed_config *f, int tau)
+{
+    switch (f->staleness) {
+    case SIM_STALE_POLY:
+        return pow(1.0 + tau, -f->stale_a);
+    case SIM_STALE_HINGE:
+        return tau <= f->stale_b ? 1.0 : 1.0 / (f->stale_a * (tau - f->stale_b) + 1.0);
+    default:
+        return 1.0;
+    }
+}
+
+static int async_fill(sim_engine *e, sim_err *err)
+{
+    int want = e->spec.fed.concurrency - e->in_flight;
+    if (want <= 0) return SIM_OK;
+    int32_t *sel = sim_xmalloc(sizeof(int32_t) * (size_t)want);
+    int got = select_clients(e, want, sel, e->dispatches + ((uint64_t)1 << 40));
+    qsort(sel, (size_t)got, sizeof *sel, cmp_i32);
+    int rc = SIM_OK;
+    for (int i = 0; i < got && !rc; i++)
+        if (!(rc = dispatch(e, sel[i], err))) e->in_flight++;
+    free(sel);
+    return rc;
+}
+
+static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
+{
+    const sim_fed_config *f = &e->spec.fed;
+    e->arrived[e->n_arrived] = c;
+    e->stale[e->n_arrived] = e->round - e->c[c].job_round;
+    e->n_arrived++;
+    if (e->n_arrived < f->buffer) return SIM_OK;
+    /* absorb the buffer in client-id order (a client appears at most once: it was busy) */
+    for (int i = 0; i < e->n_arrived; i++)
+        for (int j = i + 1; j < e->n_arrived; j++)
+            if (e->arrived[j] < e->arrived[i]) {
+                int32_t t = e->arrived[i];
+                e->arrived[i] = e->arrived[j];
+                e->arrived[j] = t;
+                t = e->stale[i];
+                e->stale[i] = e->stale[j];
+                e->stale[j] = t;
+            }
+    for (int i = 0; i < e->n_arrived; i++) {
+        sim_client *cl = &e->c[e->arrived[i]];
+        int rc = absorb(e, e->arrived[i], cl->weight * staleness_weight(f, e->stale[i]), err);
+        if (rc) return rc;
+    }
+    if (!e->spec.env.cost_only) e->spec.algo->server_aggregate(e->server);
+    e->participants = e->n_arrived;
+    e->n_arrived = 0;
+    e->round++;
+    log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
+    maybe_evaluate(e, e->round == f->rounds);
+    progress(e, 0);
+    if (e->round >= f->rounds) e->done = 1;
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the loop */
+
+static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
+{
+    const sim_fed_config *f = &e->spec.fed;
+    sim_client *cl = ev->who >= 0 ? &e->c[ev->who] : NULL;
+    if (cl && ev->arg != cl->job_id) return SIM_OK; /* an event of an older job: stale */
+    switch (ev->kind) {
+    case SIM_EV_ROUND_START:
+        return start_round(e, err);
+    case SIM_EV_DOWNLOAD_DONE:
+        log_event(e, ev->kind, ev->who, 0, 0);
+        return SIM_OK;
+    case SIM_EV_TRAIN_DONE:
+        cl->flops += cl->job_flops; /* counted when the device has done the work */
+        e->flops += cl->job_flops;
+        if (cl->pending_priv) { /* the device now holds its new private state */
+            free(cl->priv);
+            cl->priv = cl->pending_priv;
+            cl->priv_len = cl->pending_priv_len;
+            cl->pending_priv = NULL;
+        }
+        log_event(e, ev->kind, ev->who, 0, cl->job_flops);
+        if (cl->up_len == 0) goto arrived; /* nothing to upload (local training only) */
+        return SIM_OK;
+    case SIM_EV_UPLOAD_DONE: {
+        double ub = message_bytes(e, cl->up_len);
+        cl->bytes_up += ub;
+        e->bytes_up += ub;
+        log_event(e, ev->kind, ev->who, ub, 0);
+        goto arrived;
+    }
+    case SIM_EV_JOB_LOST:
+        cl->busy = 0;
+        cl->lost++;
+        e->dropped++;
+        free(cl->up);
+        cl->up = NULL;
+        free(cl->pending_priv);
+        cl->pending_priv = NULL;
+        log_event(e, ev->kind, ev->who, 0, 0);
+        if (f->mode == SIM_ASYNC) {
+            e->in_flight--;
+            return async_fill(e, err);
+        }
+        if (cl->job_round == e->round && e->round_open && --e->in_flight == 0)
+            return close_round(e, err);
+        return SIM_OK;
+    case SIM_EV_DEADLINE:
+        if ((int)ev->arg == e->round && e->round_open) {
+            log_event(e, ev->kind, -1, 0, 0);
+            return close_round(e, err);
+        }
+        return SIM_OK;
+    default:
+        assert(0 && "unknown event kind");
+        return SIM_OK;
+    }
+arrived:
+    cl->busy = 0;
+    cl->completed++;
+    if (f->mode == SIM_ASYNC) {
+        e->in_flight--;
+        int rc = async_arrival(e, ev->who, err);
+        return rc ? rc : e->done ? SIM_OK : async_fill(e, err);
+    }
+    if (cl->job_round != e->round || !e->round_open) { /* after its round closed */
+        cl->late++;
+        e->late++;
+        free(cl->up);
+        cl->up = NULL;
+        log_event(e, SIM_EV_LATE, ev->who, 0, 0);
+        return SIM_OK;
+    }
+    e->arrived[e->n_arrived++] = ev->who;
+    e->in_flight--;
+    if (e->n_arrived >= e->target || e->in_flight == 0) return close_round(e, err);
+    return SIM_OK;
+}
+
+int sim_engine_run(sim_engine *e, sim_err *err)
+{
+    e->wall_start = e->wall_last = wall_s();
+    int rc = e->spec.fed.mode == SIM_SYNC ? start_round(e, err) : async_fill(e, err);
+    sim_event ev;
+    while (!rc && !e->done && sim_queue_pop(&e->q, &ev)) {
+        if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {
+            e->now = e->spec.fed.max_time;
+            break;
+        }
+        e->now = ev.at;
+        rc = handle(e, &ev, err);
+    }
+    if (!rc && e->spec.fed.mode == SIM_ASYNC && !e->done && e->round < e->spec.fed.rounds &&
+        e->spec.fed.max_time == 0 && !sim_queue_peek(&e->q))
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                      "async run stopped at aggregation %d: no client can take part any more",
+                      e->round);
+    progress(e, 1);
+    if (e->clients_f) {
+        for (int32_t c = 0; c < e->n; c++) {
+            const sim_client *cl = &e->c[c];
+            fprintf(e->clients_f, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
+                    e->spec.devices[c].name, cl->excluded, cl->jobs, cl->completed, cl->lost,
+                    cl->late, cl->bytes_up, cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns),
+                    cl->acc);
+        }
+        fflush(e->clients_f);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* construction */
+
+static FILE *open_out(const char *dir, const char *name, sim_err *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) sim_fail(err, SIM_EIO, path, 0, 0, "cannot create");
+    return f;
+}
+
+int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
+{
+    *out = NULL;
+    sim_engine *e = sim_xcalloc(1, sizeof *e);
+    e->spec = *spec;
+    e->n = spec->n_clients;
+    e->c = sim_xcalloc((size_t)e->n, sizeof *e->c);
+    e->perm = sim_xmalloc(sizeof(uint32_t) * (size_t)e->n);
+    int cap = spec->fed.mode == SIM_SYNC ? (int)ceil(spec->fed.per_round * spec->fed.over_commit) + 1
+                                         : spec->fed.buffer + 1;
+    e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
+    e->stale = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
+    e->acc_global = e->loss_global = NAN;
+    e->next_eval_time = spec->eval.every_time;
+    sim_queue_init(&e->q);
+    fl_worker_init(&e->worker);
+    nn_model_init(&e->eval_model, spec->env.arch, 256);
+    e->job_memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
+    for (int32_t c = 0; c < e->n; c++) {
+        sim_client *cl = &e->c[c];
+        sim_rng r;
+        sim_rng_seed(&r, spec->seed, SIM_RNG_AVAIL, (uint64_t)c);
+        dev_avail_init(&cl->avail, &spec->devices[c].avail, &r);
+        cl->excluded = !dev_fits(&spec->devices[c], e->job_memory);
+        e->excluded += cl->excluded;
+        cl->acc = NAN;
+        e->perm[c] = (uint32_t)c;
+    }
+    int rc = SIM_OK;
+    e->server = spec->algo->server_new(&e->spec.env, err);
+    if (!e->server) rc = err && err->msg[0] ? SIM_EINVAL : SIM_EINVAL;
+    if (!rc && spec->out_dir) {
+        if (!(e->metrics = open_out(spec->out_dir, "metrics.tsv", err)) ||
+            !(e->clients_f = open_out(spec->out_dir, "clients.tsv", err)) ||
+            !(e->events_f = open_out(spec->out_dir, "events.msgpack", err)))
+            rc = SIM_EIO;
+    }
+    if (rc) {
+        sim_engine_free(e);
+        return rc;
+    }
+    if (e->metrics) {
+        fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d\n", spec->name,
+                (unsigned long long)spec->seed, spec->algo->name, e->n);
+        fprintf(e->metrics, "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
+                            "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\n");
+    }
+    if (e->clients_f)
+        fprintf(e->clients_f, "client\tdevice\texcluded\tjobs\tcompleted\tlost\tlate\tbytes_up\t"
+                              "bytes_down\tflops\tbusy_s\tacc_final\n");
+    if (e->events_f) {
+        msgpack_packer_init(&e->events_pk, e->events_f, write_events_cb);
+        /* header: the field names and the kind names, so the file describes itself */
+        msgpack_packer *pk = &e->events_pk;
+        msgpack_pack_map(pk, 2);
+        msgpack_pack_str(pk, 6);
+        msgpack_pack_str_body(pk, "fields", 6);
+        static const char *const fields[] = {"time_ns", "kind", "client", "round", "bytes", "flops"};
+        msgpack_pack_array(pk, 6);
+        for (int i = 0; i < 6; i++) {
+            msgpack_pack_str(pk, strlen(fields[i]));
+            msgpack_pack_str_body(pk, fields[i], strlen(fields[i]));
+        }
+        msgpack_pack_str(pk, 5);
+        msgpack_pack_str_body(pk, "kinds", 5);
+        msgpack_pack_array(pk, SIM_EV_COUNT);
+        for (int i = 0; i < SIM_EV_COUNT; i++) {
+            msgpack_pack_str(pk, strlen(sim_event_names[i]));
+            msgpack_pack_str_body(pk, sim_event_names[i], strlen(sim_event_names[i]));
+        }
+    }
+    *out = e;
+    return SIM_OK;
+}
+
+void sim_engine_free(sim_engine *e)
+{
+    if (!e) return;
+    for (int32_t c = 0; c < e->n; c++) {
+        free(e->c[c].up);
+        free(e->c[c].priv);
+        free(e->c[c].pending_priv);
+    }
+    free(e->c);
+    free(e->perm);
+    free(e->arrived);
+    free(e->stale);
+    sim_queue_destroy(&e->q);
+    fl_worker_destroy(&e->worker);
+    nn_model_destroy(&e->eval_model);
+    if (e->server) e->spec.algo->server_free(e->server);
+    if (e->metrics) fclose(e->metrics);
+    if (e->clients_f) fclose(e->clients_f);
+    if (e->events_f) fclose(e->events_f);
+    free(e);
+}
+
+void sim_engine_totals(const sim_engine *e, sim_totals *t)
+{
+    t->now = e->now;
+    t->round = e->round;
+    t->bytes_up = e->bytes_up;
+    t->bytes_down = e->bytes_down;
+    t->flops = e->flops;
+    t->jobs = e->jobs;
+    t->dropped = e->dropped;
+    t->late = e->late;
+    t->excluded = e->excluded;
+    t->events = e->events;
+    t->acc_global = e->acc_global;
+    t->loss_global = e->loss_global;
+}

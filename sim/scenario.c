@@ -1,0 +1,561 @@
+/* sim/scenario.c -- reading a scenario file into a runnable sim_run_spec (see scenario.h).
+ *
+ * Each section is read key by key with its default; a key that is absent gets its default
+ * written into the tree, so the resolved scenario in the run folder lists every setting that
+ * ran. After reading, sim_yaml_check_used rejects any key nobody asked for.
+ */
+#include "sim/scenario.h"
+
+#include "devices/catalog.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FEDSIM_ROOT
+#define FEDSIM_ROOT "."
+#endif
+
+const char *sim_default_catalog(void)
+{
+    return FEDSIM_ROOT "/devices/catalog.yaml";
+}
+
+/* Reading one section: the map, the dotted prefix used to write defaults back, the document. */
+typedef struct section {
+    sim_yaml *doc;
+    const sim_yaml *map;
+    const char *prefix;
+} section;
+
+/* Write a default into the tree (so the resolved file shows it) and mark it used. */
+static void put_default(section *s, const char *key, const char *text)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
+    sim_err ignore;
+    if (sim_yaml_set(s->doc, buf, &ignore) == SIM_OK) {
+        const sim_yaml *m = s->map;
+        if (!m) { /* the section itself was just created: find it */
+            m = s->doc;
+            if (s->prefix[0]) m = sim_yaml_get(s->doc, s->prefix);
+            s->map = m;
+        }
+        sim_yaml_get(m, key);
+    }
+}
+
+static int get_long(section *s, const char *key, long lo, long hi, long dflt, long *out,
+                    sim_err *err)
+{
+    sim_yaml *n = sim_yaml_get(s->map, key);
+    if (n) return sim_yaml_int(n, key, lo, hi, out, err);
+    char t[32];
+    snprintf(t, sizeof t, "%ld", dflt);
+    put_default(s, key, t);
+    *out = dflt;
+    return SIM_OK;
+}
+
+static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out,
+                   sim_err *err)
+{
+    long v;
+    int rc = get_long(s, key, lo, hi, dflt, &v, err);
+    *out = (int)v;
+    return rc;
+}
+
+static int get_double(section *s, const char *key, double lo, double hi, double dflt, double *out,
+                      sim_err *err)
+{
+    sim_yaml *n = sim_yaml_get(s->map, key);
+    if (n) return sim_yaml_double(n, key, lo, hi, out, err);
+    char t[32];
+    snprintf(t, sizeof t, "%.17g", dflt);
+    put_default(s, key, t);
+    *out = dflt;
+    return SIM_OK;
+}
+
+static int get_bool(section *s, const char *key, int dflt, int *out, sim_err *err)
+{
+    sim_yaml *n = sim_yaml_get(s->map, key);
+    if (n) return sim_yaml_bool(n, key, out, err);
+    put_default(s, key, dflt ? "true" : "false");
+    *out = dflt;
+    return SIM_OK;
+}
+
+/* A time that may be absent (0) or "none". */
+static int get_time(section *s, const char *key, sim_time *out, sim_err *err)
+{
+    sim_yaml *n = sim_yaml_get(s->map, key);
+    *out = 0;
+    if (!n) {
+        put_default(s, key, "none");
+        return SIM_OK;
+    }
+    if (n->kind == SIM_YAML_SCALAR && !strcmp(n->value, "none")) return SIM_OK;
+    return sim_yaml_time(n, key, out, err);
+}
+
+static int get_str(section *s, const char *key, const char *dflt, char *out, size_t size,
+                   sim_err *err)
+{
+    sim_yaml *n = sim_yaml_get(s->map, key);
+    const char *v = dflt;
+    if (n) {
+        int rc = sim_yaml_str(n, key, &v, err);
+        if (rc) return rc;
+        if (strlen(v) >= size) return sim_yaml_fail(n, err, "%s: value too long", key);
+    } else if (dflt) {
+        put_default(s, key, dflt);
+    }
+    snprintf(out, size, "%s", v ? v : "");
+    return SIM_OK;
+}
+
+/* One of a fixed list of words. */
+static int get_choice(section *s, const char *key, const char *const *words, int dflt, int *out,
+                      sim_err *err)
+{
+    char v[64];
+    int rc = get_str(s, key, words[dflt], v, sizeof v, err);
+    if (rc) return rc;
+    for (int i = 0; words[i]; i++)
+        if (!strcmp(v, words[i])) {
+            *out = i;
+            return SIM_OK;
+        }
+    char list[256] = "";
+    for (int i = 0; words[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", words[i]);
+    return sim_yaml_fail(sim_yaml_get(s->map, key), err, "%s: '%s' is not one of %s", key, v,
+                         list);
+}
+
+/* A sub-map (created empty when absent, so defaults can be written into it). */
+static section sub(section *parent, const char *key, char *prefix_buf, size_t n)
+{
+    snprintf(prefix_buf, n, "%s%s%s", parent->prefix, parent->prefix[0] ? "." : "", key);
+    section s = {parent->doc, sim_yaml_get(parent->map, key), prefix_buf};
+    return s;
+}
+
+static int need_map(const section *s, const char *key, sim_err *err)
+{
+    if (s->map && s->map->kind != SIM_YAML_MAP)
+        return sim_yaml_fail(s->map, err, "%s: expected a map of settings", key);
+    return SIM_OK;
+}
+
+/* Path relative to the directory of the file a node came from. */
+static void resolve_path(char *out, size_t n, const sim_yaml *node, const char *p)
+{
+    if (p[0] == '/' || !node || !node->file || !strchr(node->file, '/')) {
+        snprintf(out, n, "%s", p);
+        return;
+    }
+    const char *slash = strrchr(node->file, '/');
+    snprintf(out, n, "%.*s/%s", (int)(slash - node->file), node->file, p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static const char *const DATASETS[] = {"fashion-mnist", "synth-pews-32k", "synth-pews-3.2k",
+                                       "leaf-synthetic", "idx", "cifar10", NULL};
+
+static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
+{
+    char pre[64];
+    section s = sub(root, "dataset", pre, sizeof pre);
+    int rc = need_map(&s, "dataset", err), which = 0;
+    if (!rc) rc = get_choice(&s, "name", DATASETS, 0, &which, err);
+    if (rc) return rc;
+    *natural = 0;
+    uint64_t seed = sc->spec.seed;
+    char a[512], b[512], c[512], d[512];
+    switch (which) {
+    case 0: {
+        char dir[512];
+        if ((rc = get_str(&s, "dir", "/usr/share/datasets/fashion-mnist", dir, sizeof dir, err)))
+            return rc;
+        resolve_path(a, sizeof a, sim_yaml_get(s.map, "dir"), dir);
+        return nn_fmnist_load(&sc->train, &sc->test, a, err);
+    }
+    case 1:
+    case 2:
+        return nn_synth_pews_make(&sc->train, &sc->test, which == 1 ? 2000 : 200, seed, err);
+    case 3: {
+        int clients;
+        double alpha, beta, test_frac;
+        if ((rc = get_int(&s, "clients", 1, 100000, 30, &clients, err)) ||
+            (rc = get_double(&s, "alpha", 0, 100, 1, &alpha, err)) ||
+            (rc = get_double(&s, "beta", 0, 100, 1, &beta, err)) ||
+            (rc = get_double(&s, "test_fraction", 0, 0.9, 0.2, &test_frac, err)))
+            return rc;
+        *natural = 1;
+        return nn_synth_leaf_make(&sc->train, &sc->test, clients, alpha, beta, 60, 10, seed,
+                                  test_frac, err);
+    }
+    case 4: {
+        const char *keys[4] = {"train_images", "train_labels", "test_images", "test_labels"};
+        char *out[4] = {a, b, c, d};
+        for (int i = 0; i < 4; i++) {
+            char raw[512];
+            sim_yaml *n = sim_yaml_get(s.map, keys[i]);
+            if (!n)
+                return sim_fail(err, SIM_EINVAL, sc->path, s.map ? s.map->line : 0, 0,
+                                "dataset: idx needs %s", keys[i]);
+            const char *v;
+            if ((rc = sim_yaml_str(n, keys[i], &v, err))) return rc;
+            snprintf(raw, sizeof raw, "%s", v);
+            resolve_path(out[i], 512, n, raw);
+        }
+        if ((rc = nn_idx_load(&sc->train, a, b, 0, err))) return rc;
+        return nn_idx_load(&sc->test, c, d, sc->train.classes, err);
+    }
+    default: {
+        char dir[512];
+        if ((rc = get_str(&s, "dir", "", dir, sizeof dir, err))) return rc;
+        resolve_path(a, sizeof a, sim_yaml_get(s.map, "dir"), dir);
+        char paths[5][600];
+        const char *pp[5];
+        for (int i = 0; i < 5; i++) {
+            snprintf(paths[i], sizeof paths[i], "%s/data_batch_%d.bin", a, i + 1);
+            pp[i] = paths[i];
+        }
+        if ((rc = nn_cifar10_load(&sc->train, pp, 5, err))) return rc;
+        snprintf(paths[0], sizeof paths[0], "%s/test_batch.bin", a);
+        return nn_cifar10_load(&sc->test, pp, 1, err);
+    }
+    }
+}
+
+static const char *const SCHEMES[] = {"iid", "dirichlet", "shards", "natural", "file", NULL};
+
+static int load_partition(sim_scenario *sc, section *root, int natural, sim_err *err)
+{
+    char pre[64];
+    section s = sub(root, "partition", pre, sizeof pre);
+    int rc = need_map(&s, "partition", err), scheme = 0, clients, min_size, shards, from_train;
+    double alpha, local_test;
+    if (rc || (rc = get_choice(&s, "scheme", SCHEMES, natural ? 3 : 0, &scheme, err))) return rc;
+    uint64_t seed = sc->spec.seed;
+    switch (scheme) {
+    case 0:
+        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err))) return rc;
+        rc = nn_partition_iid(&sc->part, &sc->train, clients, seed, err);
+        break;
+    case 1:
+        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err)) ||
+            (rc = get_double(&s, "alpha", 1e-6, 1e6, 0.5, &alpha, err)) ||
+            (rc = get_int(&s, "min_size", 0, 1000000, 10, &min_size, err)))
+            return rc;
+        rc = nn_partition_dirichlet(&sc->part, &sc->train, clients, alpha, min_size, seed, err);
+        break;
+    case 2:
+        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err)) ||
+            (rc = get_int(&s, "shards", 1, 1000, 2, &shards, err)))
+            return rc;
+        rc = nn_partition_shards(&sc->part, &sc->train, clients, shards, seed, err);
+        break;
+    case 3:
+        if (!sc->train.group)
+            return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
+                                 "scheme: natural needs a dataset with natural clients "
+                                 "(leaf-synthetic)");
+        rc = nn_partition_natural(&sc->part, &sc->train, err);
+        break;
+    default: {
+        char file[512], path[512];
+        if ((rc = get_str(&s, "file", "", file, sizeof file, err))) return rc;
+        resolve_path(path, sizeof path, sim_yaml_get(s.map, "file"), file);
+        rc = nn_partition_file(&sc->part, &sc->train, path, err);
+    }
+    }
+    if (rc) return rc;
+    if ((rc = get_double(&s, "local_test", 0, 0.9, 0.2, &local_test, err)) ||
+        (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)))
+        return rc;
+    if (local_test > 0)
+        rc = nn_partition_local_test(&sc->part, &sc->train, &sc->test, local_test, from_train,
+                                     seed, err);
+    return rc;
+}
+
+static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
+{
+    char pre[64];
+    section s = sub(root, "algorithm", pre, sizeof pre);
+    fl_config *c = &sc->cfg;
+    int rc = need_map(&s, "algorithm", err);
+    if (rc || (rc = get_str(&s, "name", "fedavg", c->name, sizeof c->name, err))) return rc;
+    sc->spec.algo = fl_algo_find(c->name);
+    if (!sc->spec.algo) {
+        char list[256] = "";
+        for (int i = 0; fl_algos[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     fl_algos[i]->name);
+        return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
+                             "algorithm: unknown name '%s' (known: %s)", c->name, list);
+    }
+    if ((rc = get_int(&s, "local_epochs", 0, 100000, 1, &c->local_epochs, err)) ||
+        (rc = get_int(&s, "local_steps", 0, 100000000, 0, &c->local_steps, err)) ||
+        (rc = get_int(&s, "batch_size", 1, 65536, 32, &c->batch_size, err)) ||
+        (rc = get_double(&s, "lr", 0, 1e3, 0.05, &c->lr, err)) ||
+        (rc = get_double(&s, "momentum", 0, 1, 0, &c->momentum, err)) ||
+        (rc = get_double(&s, "weight_decay", 0, 1, 0, &c->weight_decay, err)) ||
+        (rc = get_double(&s, "clip", 0, 1e9, 0, &c->clip, err)) ||
+        (rc = get_double(&s, "lr_decay", 0, 10, 1, &c->lr_decay, err)) ||
+        (rc = get_double(&s, "mu", 0, 1e3, 0.01, &c->mu, err)) ||
+        (rc = get_double(&s, "server_lr", 0, 1e3, 1, &c->server_lr, err)))
+        return rc;
+    if (c->local_epochs == 0 && c->local_steps == 0)
+        return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
+    return SIM_OK;
+}
+
+static const char *const MODES[] = {"sync", "async", NULL};
+static const char *const STALE[] = {"constant", "polynomial", "hinge", NULL};
+
+static int load_federation(sim_scenario *sc, section *root, sim_err *err)
+{
+    char pre[64], pre2[96];
+    section s = sub(root, "federation", pre, sizeof pre);
+    sim_fed_config *f = &sc->spec.fed;
+    int rc = need_map(&s, "federation", err), n = sc->part.n_clients;
+    if (rc || (rc = get_choice(&s, "mode", MODES, 0, &f->mode, err))) return rc;
+    if (f->mode == SIM_SYNC) {
+        sim_yaml *frac = sim_yaml_get(s.map, "fraction");
+        if (frac) {
+            double x;
+            if ((rc = sim_yaml_double(frac, "fraction", 1e-9, 1, &x, err))) return rc;
+            if (sim_yaml_get(s.map, "per_round"))
+                return sim_yaml_fail(frac, err, "federation: give per_round or fraction, not both");
+            f->per_round = (int)ceil(x * n - 1e-9);
+            if (f->per_round < 1) f->per_round = 1;
+        } else if ((rc = get_int(&s, "per_round", 1, 100000000, n < 10 ? n : 10, &f->per_round,
+                                 err)))
+            return rc;
+        if (f->per_round > n)
+            return sim_yaml_fail(sim_yaml_get(s.map, "per_round"), err,
+                                 "per_round: %d is more than the %d clients", f->per_round, n);
+        if ((rc = get_double(&s, "over_commit", 1, 100, 1, &f->over_commit, err)) ||
+            (rc = get_time(&s, "deadline", &f->deadline, err)))
+            return rc;
+    } else {
+        if ((rc = get_int(&s, "concurrency", 1, 100000000, n < 10 ? n : 10, &f->concurrency,
+                          err)) ||
+            (rc = get_int(&s, "buffer", 1, 100000000, 5, &f->buffer, err)))
+            return rc;
+        section st = sub(&s, "staleness", pre2, sizeof pre2);
+        if ((rc = need_map(&st, "staleness", err)) ||
+            (rc = get_choice(&st, "kind", STALE, 1, &f->staleness, err)) ||
+            (rc = get_double(&st, "a", 0, 100, 0.5, &f->stale_a, err)) ||
+            (rc = get_double(&st, "b", 0, 1e6, 4, &f->stale_b, err)))
+            return rc;
+    }
+    sim_yaml *ov = sim_yaml_get(s.map, "overhead");
+    if (ov && (rc = sim_yaml_bytes(ov, "overhead", &f->overhead_bytes, err))) return rc;
+    if (!ov) put_default(&s, "overhead", "0 B");
+    return SIM_OK;
+}
+
+static int load_eval(sim_scenario *sc, section *root, sim_err *err)
+{
+    char pre[64];
+    section s = sub(root, "eval", pre, sizeof pre);
+    sim_eval_config *e = &sc->spec.eval;
+    int rc = need_map(&s, "eval", err);
+    if (rc || (rc = get_int(&s, "every", 0, 100000000, 1, &e->every_rounds, err)) ||
+        (rc = get_time(&s, "every_time", &e->every_time, err)) ||
+        (rc = get_bool(&s, "personalized", 1, &e->personalized, err)) ||
+        (rc = get_int(&s, "test_subset", 0, 100000000, 0, &e->test_subset, err)))
+        return rc;
+    return SIM_OK;
+}
+
+/* devices: {catalog: path, profiles: {name: {base: other, ...}}, mix: [{profile, share}]} */
+static int load_devices(sim_scenario *sc, section *root, sim_err *err)
+{
+    char pre[64];
+    section s = sub(root, "devices", pre, sizeof pre);
+    int rc = need_map(&s, "devices", err);
+    if (rc) return rc;
+    char cat_raw[512], cat_path[512];
+    if ((rc = get_str(&s, "catalog", sim_default_catalog(), cat_raw, sizeof cat_raw, err)))
+        return rc;
+    resolve_path(cat_path, sizeof cat_path, sim_yaml_get(s.map, "catalog"), cat_raw);
+    dev_catalog cat;
+    if ((rc = dev_catalog_load(&cat, cat_path, err))) return rc;
+    /* scenario-defined profiles: {name: {base: CATALOG_NAME, ...overrides}} or full profiles */
+    const sim_yaml *profiles = sim_yaml_get(s.map, "profiles");
+    dev_profile own[64];
+    int nown = 0;
+    if (profiles && (profiles->kind != SIM_YAML_MAP || profiles->n > 64))
+        rc = sim_yaml_fail(profiles, err, "devices.profiles: expected a map of up to 64 profiles");
+    for (int i = 0; profiles && !rc && i < profiles->n; i++) {
+        const sim_yaml *node = sim_yaml_get(profiles, profiles->keys[i]);
+        const sim_yaml *bn = sim_yaml_get(node, "base");
+        const dev_profile *base = NULL;
+        const char *bname;
+        if (bn && !(rc = sim_yaml_str(bn, "base", &bname, err)) &&
+            !(base = dev_catalog_find(&cat, bname)))
+            rc = sim_yaml_fail(bn, err, "base: no profile '%s' in %s", bname, cat_path);
+        if (!rc && !(rc = dev_profile_from_yaml(&own[nown], node, base, err)))
+            snprintf(own[nown++].name, DEV_MAX_NAME, "%s", profiles->keys[i]);
+    }
+    if (rc) {
+        for (int i = 0; i < nown; i++)
+            dev_profile_destroy(&own[i]);
+        dev_catalog_destroy(&cat);
+        return rc;
+    }
+    const sim_yaml *mix = sim_yaml_get(s.map, "mix");
+    int nmix = 0;
+    const dev_profile *specs[64];
+    double shares[64];
+    if (!mix) {
+        put_default(&s, "mix", "[{profile: laptop, share: 1}]");
+        mix = sim_yaml_get(s.map, "mix");
+    }
+    if (!mix || mix->kind != SIM_YAML_SEQ || mix->n == 0 || mix->n > 64) {
+        dev_catalog_destroy(&cat);
+        return sim_yaml_fail(mix ? mix : s.map, err,
+                             "devices.mix: expected a list of {profile: NAME, share: X}");
+    }
+    double total = 0;
+    for (int i = 0; i < mix->n && !rc; i++) {
+        const sim_yaml *m = mix->items[i];
+        const sim_yaml *pn = sim_yaml_get(m, "profile"), *sh = sim_yaml_get(m, "share");
+        const char *name;
+        if (m->kind != SIM_YAML_MAP || !pn || !sh) {
+            rc = sim_yaml_fail(m, err, "devices.mix: each entry needs profile and share");
+            break;
+        }
+        if ((rc = sim_yaml_str(pn, "profile", &name, err)) ||
+            (rc = sim_yaml_double(sh, "share", 0, 1, &shares[i], err)))
+            break;
+        specs[i] = NULL;
+        for (int k = 0; k < nown; k++)
+            if (!strcmp(own[k].name, name)) specs[i] = &own[k];
+        if (!specs[i]) specs[i] = dev_catalog_find(&cat, name);
+        if (!specs[i]) {
+            rc = sim_yaml_fail(pn, err, "devices.mix: no profile '%s' in %s or devices.profiles",
+                               name, cat_path);
+            break;
+        }
+        total += shares[i];
+        nmix++;
+    }
+    if (!rc && fabs(total - 1) > 1e-6)
+        rc = sim_yaml_fail(mix, err, "devices.mix: shares sum to %g, not 1", total);
+    if (rc) {
+        for (int i = 0; i < nown; i++)
+            dev_profile_destroy(&own[i]);
+        dev_catalog_destroy(&cat);
+        return rc;
+    }
+    /* counts by largest remainder, then a seeded shuffle so profiles are not tied to client ids */
+    int n = sc->part.n_clients, assigned = 0, counts[64];
+    double rem[64];
+    for (int i = 0; i < nmix; i++) {
+        counts[i] = (int)floor(shares[i] * n);
+        rem[i] = shares[i] * n - counts[i];
+        assigned += counts[i];
+    }
+    while (assigned < n) {
+        int best = 0;
+        for (int i = 1; i < nmix; i++)
+            if (rem[i] > rem[best]) best = i;
+        counts[best]++;
+        rem[best] = -1;
+        assigned++;
+    }
+    uint32_t *which = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
+    for (int i = 0, k = 0; i < nmix; i++)
+        for (int j = 0; j < counts[i]; j++)
+            which[k++] = (uint32_t)i;
+    sim_rng r;
+    sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)1 << 40);
+    sim_rng_shuffle_u32(&r, which, (size_t)n);
+    sc->devices = sim_xcalloc((size_t)n, sizeof *sc->devices);
+    for (int c = 0; c < n; c++) {
+        sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)c);
+        dev_profile_draw(&sc->devices[c], specs[which[c]], &r);
+    }
+    free(which);
+    for (int i = 0; i < nown; i++)
+        dev_profile_destroy(&own[i]);
+    dev_catalog_destroy(&cat);
+    return SIM_OK;
+}
+
+int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *sets, int n_sets,
+                      sim_err *err)
+{
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->path, sizeof sc->path, "%s", path);
+    int rc = sim_yaml_load_file(&sc->doc, path, err);
+    for (int i = 0; i < n_sets && !rc; i++)
+        rc = sim_yaml_set(sc->doc, sets[i], err);
+    if (rc) goto fail;
+    if (sc->doc->kind != SIM_YAML_MAP) {
+        rc = sim_yaml_fail(sc->doc, err, "a scenario is a map of settings");
+        goto fail;
+    }
+    section root = {sc->doc, sc->doc, ""};
+    /* name defaults to the file's stem */
+    char stem[128];
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(stem, sizeof stem, "%.*s", (int)strcspn(base, "."), base);
+    long seed;
+    int natural, cost_only;
+    if ((rc = get_str(&root, "name", stem, sc->name, sizeof sc->name, err)) ||
+        (rc = get_long(&root, "seed", 0, (long)(~0ul >> 1), 1, &seed, err)) ||
+        (rc = get_int(&root, "rounds", 1, 100000000, 100, &sc->spec.fed.rounds, err)) ||
+        (rc = get_time(&root, "max_time", &sc->spec.fed.max_time, err)) ||
+        (rc = get_bool(&root, "cost_only", 0, &cost_only, err)))
+        goto fail;
+    sc->spec.seed = (uint64_t)seed;
+    if ((rc = load_dataset(sc, &root, &natural, err)) ||
+        (rc = load_partition(sc, &root, natural, err)))
+        goto fail;
+    if ((rc = get_str(&root, "model", "cnn2", sc->model, sizeof sc->model, err))) goto fail;
+    if ((rc = nn_arch_build(&sc->arch, sc->model, sc->train.c, sc->train.h, sc->train.w,
+                            sc->train.classes, err))) {
+        sim_yaml *m = sim_yaml_get(sc->doc, "model");
+        if (m) sim_yaml_fail(m, err, "model: %s", err->msg);
+        goto fail;
+    }
+    if ((rc = load_algorithm(sc, &root, err)) || (rc = load_federation(sc, &root, err)) ||
+        (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)))
+        goto fail;
+    if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
+    sc->spec.name = sc->name;
+    sc->spec.env = (fl_env){&sc->cfg, &sc->arch, &sc->train, &sc->test, &sc->part,
+                            sc->spec.seed, cost_only};
+    sc->spec.n_clients = sc->part.n_clients;
+    sc->spec.devices = sc->devices;
+    return SIM_OK;
+fail:
+    sim_scenario_destroy(sc);
+    return rc;
+}
+
+void sim_scenario_destroy(sim_scenario *sc)
+{
+    if (!sc) return;
+    if (sc->devices)
+        for (int c = 0; c < sc->part.n_clients; c++)
+            dev_profile_destroy(&sc->devices[c]);
+    free(sc->devices);
+    nn_partition_destroy(&sc->part);
+    nn_dataset_destroy(&sc->train);
+    nn_dataset_destroy(&sc->test);
+    sim_yaml_free(sc->doc);
+    memset(sc, 0, sizeof *sc);
+}

@@ -1,0 +1,39 @@
+/* sim/scenario.h -- scenario files: YAML in, a resolved run out.
+ *
+ * A scenario names the dataset and its split over clients, the model, the algorithm and its
+ * hyperparameters, how clients take part (sync rounds or async), the devices (catalog profiles,
+ * overrides, per-client distributions, a mix with shares) and when to evaluate. Every key has a
+ * default listed in scenarios/README.md, every value carries its unit, unknown keys are errors at
+ * their file:line:col, and `--set a.b=v` overrides any key before it is read. Loading builds the
+ * datasets, the partition, the architecture and one concrete device per client, and keeps the
+ * resolved tree so the run folder can hold exactly what ran.
+ */
+#ifndef SIM_SCENARIO_H
+#define SIM_SCENARIO_H
+
+#include "sim/engine.h"
+#include "sim/yaml.h"
+
+typedef struct sim_scenario {
+    sim_yaml *doc;           /* the tree after --set, with defaults filled in (owned) */
+    char name[128];
+    char path[512];          /* the scenario file */
+    sim_run_spec spec;       /* what the engine runs; its pointers point into this struct */
+    fl_config cfg;
+    nn_arch arch;
+    nn_dataset train, test;
+    nn_partition part;
+    dev_profile *devices;    /* one concrete profile per client (owned) */
+    char model[64];
+} sim_scenario;
+
+/* Load path, apply the n_sets "a.b=v" overrides in order, validate, build everything. On error
+ * nothing is left allocated and err names file:line:col (or the --set) and the key. */
+int sim_scenario_load(sim_scenario *s, const char *path, const char *const *sets, int n_sets,
+                      sim_err *err);
+void sim_scenario_destroy(sim_scenario *s);
+
+/* The default device catalog (devices/catalog.yaml of this source tree). */
+const char *sim_default_catalog(void);
+
+#endif /* SIM_SCENARIO_H */
