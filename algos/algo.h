@@ -22,13 +22,13 @@
 /* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
 typedef struct fl_config {
     char name[32];
-    int local_epochs;    /* passes over the client's data per job (when local_steps is 0) */
-    int local_steps;     /* fixed SGD steps per job; 0 = use local_epochs */
+    int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
+    int local_steps;  /* fixed SGD steps per job; 0 = use local_epochs */
     int batch_size;
     double lr, momentum, weight_decay, clip;
-    double lr_decay;     /* client lr multiplied by this every round (1 = constant) */
-    double mu;           /* FedProx proximal weight */
-    double server_lr;    /* applied to the weighted mean update (1 = plain FedAvg) */
+    double lr_decay;  /* client lr multiplied by this every round (1 = constant) */
+    double mu;        /* FedProx proximal weight */
+    double server_lr; /* applied to the weighted mean update (1 = plain FedAvg) */
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -43,10 +43,10 @@ typedef struct fl_env {
 
 typedef struct fl_job {
     int32_t client;
-    int32_t round;       /* sync round, or async dispatch number */
-    const void *down;    /* the down message (NULL in cost-only mode) */
+    int32_t round;    /* sync round, or async dispatch number */
+    const void *down; /* the down message (NULL in cost-only mode) */
     size_t down_len;
-    const void *priv;    /* the client's private state from its last job (NULL: none yet) */
+    const void *priv; /* the client's private state from its last job (NULL: none yet) */
     size_t priv_len;
 } fl_job;
 
@@ -63,13 +63,14 @@ typedef struct fl_result {
 typedef struct fl_worker {
     nn_model model;
     int ready;
-    float *ref; /* n_floats: a copy of the received model (FedProx anchor, deltas) */
+    float *ref;       /* n_floats: a copy of the received model (FedProx anchor, deltas) */
+    size_t msg_bytes; /* cached size of a dense parameter message (cost-only mode) */
 } fl_worker;
 
 typedef struct fl_algo {
     const char *name;
     const char *summary;
-    int has_global;      /* 0 when there is no meaningful global model (local-only) */
+    int has_global; /* 0 when there is no meaningful global model (local-only) */
     void *(*server_new)(const fl_env *env, sim_err *err);
     void (*server_free)(void *server);
     /* The down message for client (into out); returns its length. out is NULL in cost-only mode,
@@ -106,7 +107,7 @@ void fl_init_params(nn_model *m, const fl_env *env);
  * the stream (seed, SIM_RNG_BATCHES, client·2^20 + round). With mu > 0 and anchor non-NULL, adds
  * the FedProx gradient mu·(w − anchor). Fills res->cost, loss and steps. In cost-only mode it
  * takes no step and reports the cost the steps would have. */
-void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu,
-                  const float *anchor, fl_result *res);
+void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
+                  fl_result *res);
 
 #endif /* FL_ALGO_H */

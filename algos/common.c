@@ -70,8 +70,8 @@ static void cost_only(const nn_model *m, int n, int B, int steps, fl_result *res
     res->steps = steps;
 }
 
-void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu,
-                  const float *anchor, fl_result *res)
+void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
+                  fl_result *res)
 {
     const fl_config *cfg = env->cfg;
     int n = env->part->n[job->client], B = cfg->batch_size;
@@ -88,7 +88,8 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu,
     nn_sgd opt = {(float)lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, ((uint64_t)job->client << 32) | (uint32_t)job->round);
+    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES,
+                 ((uint64_t)job->client << 32) | (uint32_t)job->round);
     nn_batcher b;
     nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &r);
     nn_cost before = m->cost;

@@ -80,7 +80,8 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
     size_t nf = env->arch->layout.n_floats;
     if (env->cost_only) {
         fl_local_sgd(env, job, m, mu, NULL, res);
-        res->up_bytes = packed_size(env->arch);
+        if (!w->msg_bytes) w->msg_bytes = packed_size(env->arch);
+        res->up_bytes = w->msg_bytes;
         return SIM_OK;
     }
     int rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message", err);
@@ -138,9 +139,23 @@ static void fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_l
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
 }
 
-const fl_algo fl_fedavg = {"fedavg", "FedAvg: sample-weighted mean of client updates", 1,
-                           fedavg_new, fedavg_free, fedavg_down, fedavg_train, fedavg_absorb,
-                           fedavg_aggregate, fedavg_eval};
-const fl_algo fl_fedprox = {"fedprox", "FedProx: FedAvg with a proximal term mu on clients", 1,
-                            fedavg_new, fedavg_free, fedavg_down, fedprox_train, fedavg_absorb,
-                            fedavg_aggregate, fedavg_eval};
+const fl_algo fl_fedavg = {"fedavg",
+                           "FedAvg: sample-weighted mean of client updates",
+                           1,
+                           fedavg_new,
+                           fedavg_free,
+                           fedavg_down,
+                           fedavg_train,
+                           fedavg_absorb,
+                           fedavg_aggregate,
+                           fedavg_eval};
+const fl_algo fl_fedprox = {"fedprox",
+                            "FedProx: FedAvg with a proximal term mu on clients",
+                            1,
+                            fedavg_new,
+                            fedavg_free,
+                            fedavg_down,
+                            fedprox_train,
+                            fedavg_absorb,
+                            fedavg_aggregate,
+                            fedavg_eval};

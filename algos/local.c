@@ -83,6 +83,13 @@ static void local_eval(void *p, int32_t client, const void *priv, size_t priv_le
     memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
 }
 
-const fl_algo fl_local = {"local", "Local-only: each client trains alone, nothing is sent", 0,
-                          local_new, local_free, local_down, local_train, local_absorb,
-                          local_aggregate, local_eval};
+const fl_algo fl_local = {"local",
+                          "Local-only: each client trains alone, nothing is sent",
+                          0,
+                          local_new,
+                          local_free,
+                          local_down,
+                          local_train,
+                          local_absorb,
+                          local_aggregate,
+                          local_eval};

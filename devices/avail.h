@@ -12,7 +12,7 @@
  *           shifted per client by `offset` (a fixed time, or uniform in [0, loop period) drawn from
  *           the client's stream, so that clients sharing a daily trace do not all leave at once).
  *
- * A spec (dev_avail_spec) is part of a profile; a process (dev_avail_proc, ~80 bytes) is the
+ * A spec (dev_avail_spec) is part of a profile; a process (dev_avail_proc, 88 bytes) is the
  * per-client state. The engine queries a process at non-decreasing times (asserted): state
  * changes at t take effect at t, i.e. dev_avail_online(p, t) already reports the new state and
  * dev_avail_next_change(p, t) is the first change strictly after t.
@@ -27,10 +27,6 @@
 #include "sim/yaml.h"
 
 #include <stdint.h>
-
-/* Stream purpose for availability processes (index: client id). Local until sim/rng.h gets an
- * entry of its own (proposed: SIM_RNG_DEVICE_AVAIL); values >= 200 are left to devices/. */
-#define DEV_RNG_AVAIL 200
 
 typedef enum dev_avail_kind {
     DEV_AVAIL_ALWAYS = 0, /* the zeroed spec is "always online" */
@@ -58,7 +54,7 @@ typedef struct dev_avail_proc {
 } dev_avail_proc;
 
 /* Start a client's process. stream is that client's own stream, e.g.
- * sim_rng_seed(&r, seed, DEV_RNG_AVAIL, client); it is copied, and read only by MARKOV and a
+ * sim_rng_seed(&r, seed, SIM_RNG_AVAIL, client); it is copied, and read only by MARKOV and a
  * random TRACE offset. The spec's trace must outlive p. Never fails. */
 void dev_avail_init(dev_avail_proc *p, const dev_avail_spec *s, const sim_rng *stream);
 /* 1 when online at t, 0 when offline. t must not be before an earlier query's time. */
@@ -75,7 +71,8 @@ void dev_avail_spec_destroy(dev_avail_spec *s);
  *   | {kind: trace, file: PATH, loop: 24 h | false, offset: 2 h | random}
  * A relative PATH is taken from the directory of the YAML file that names it. `loop` overrides the
  * trace file's own `loop` line (false turns it off). Keys read are marked used; unknown keys are
- * left for the caller's sim_yaml_check_used. On error *out is zeroed and err names file:line:col. */
+ * left for the caller's sim_yaml_check_used. On error *out is zeroed and err names file:line:col.
+ */
 int dev_avail_spec_from_yaml(dev_avail_spec *out, const sim_yaml *node, sim_err *err);
 /* "always", "markov(on 30.0 min, off 1.50 h)", "trace(day.trace, loop 1.00 d)" */
 void dev_avail_spec_describe(const dev_avail_spec *s, char *buf, size_t n);

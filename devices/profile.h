@@ -41,10 +41,6 @@
 
 #define DEV_MAX_NAME 48
 
-/* Stream purpose for per-client profile draws (index: client id). Local until sim/rng.h gets an
- * entry of its own (proposed: SIM_RNG_DEVICE_DRAW); values >= 200 are left to devices/. */
-#define DEV_RNG_DRAW 201
-
 /* The figures a distribution may replace, in the order dev_profile_draw draws them. */
 typedef enum dev_field {
     DEV_FIELD_COMPUTE, /* compute_flops */
@@ -69,16 +65,16 @@ typedef struct dev_dist {
 } dev_dist;
 
 typedef struct dev_profile {
-    char name[DEV_MAX_NAME]; /* catalog or scenario name, "" when anonymous */
-    double compute_flops;    /* sustained FLOP/s, > 0 */
-    double up_bps;           /* uplink bit/s, > 0 */
-    double down_bps;         /* downlink bit/s, > 0 */
-    sim_time latency_ns;     /* added to every transfer, >= 0 */
-    double memory_bytes;     /* memory a training job may use, > 0 */
-    double capacity;         /* (0, 1], or 0 = derive with dev_capacity */
-    double sparse_eff;       /* [0, 1]: share of masked-out FLOPs actually saved */
-    dev_avail_spec avail;    /* when it is online (zeroed = always) */
-    dev_trace *speed;        /* speed factor over time (owned reference), NULL = always 1 */
+    char name[DEV_MAX_NAME];        /* catalog or scenario name, "" when anonymous */
+    double compute_flops;           /* sustained FLOP/s, > 0 */
+    double up_bps;                  /* uplink bit/s, > 0 */
+    double down_bps;                /* downlink bit/s, > 0 */
+    sim_time latency_ns;            /* added to every transfer, >= 0 */
+    double memory_bytes;            /* memory a training job may use, > 0 */
+    double capacity;                /* (0, 1], or 0 = derive with dev_capacity */
+    double sparse_eff;              /* [0, 1]: share of masked-out FLOPs actually saved */
+    dev_avail_spec avail;           /* when it is online (zeroed = always) */
+    dev_trace *speed;               /* speed factor over time (owned reference), NULL = always 1 */
     dev_dist dist[DEV_FIELD_COUNT]; /* per-client distributions; while one is not FIXED its field
                                        holds the nominal value: the median, or the midpoint */
 } dev_profile;

@@ -146,8 +146,7 @@ int dev_trace_parse(dev_trace **out, const char *text, const char *name, dev_tra
             rc = parse_span_time(tok, 1, nt - 1, name, line, &t->period, err);
             if (rc) goto fail;
             if (t->period <= 0) {
-                rc = sim_fail(err, SIM_EINVAL, name, line, tok[1].col,
-                              "loop period must be > 0");
+                rc = sim_fail(err, SIM_EINVAL, name, line, tok[1].col, "loop period must be > 0");
                 goto fail;
             }
             loop_line = line;

@@ -33,7 +33,7 @@ typedef struct nn_work {
     const float *wp[NN_MAX_LAYERS]; /* weight the last forward used, and its row stride */
     int ldw[NN_MAX_LAYERS];
     int gathered[NN_MAX_LAYERS]; /* weights came from wg */
-    double dens[NN_MAX_LAYERS]; /* element-mask density of the block the last forward used */
+    double dens[NN_MAX_LAYERS];  /* element-mask density of the block the last forward used */
     int *ident;                  /* 0, 1, 2, … up to the widest layer */
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
@@ -586,6 +586,12 @@ void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask)
 
 void nn_model_reset_narrowing(nn_model *m)
 {
+    int narrowed = m->n_runs == 0; /* never refreshed yet */
+    for (int i = 0; i < NN_MAX_LAYERS; i++)
+        narrowed |= m->list[i] != NULL;
+    for (int t = 0; t < NN_MAX_TENSORS; t++)
+        narrowed |= m->emask[t] != NULL;
+    if (!narrowed) return; /* already dense: refreshing would only cost O(n_floats) */
     for (int i = 0; i < NN_MAX_LAYERS; i++) {
         free(m->list[i]);
         m->list[i] = NULL;

@@ -18,30 +18,30 @@
 #include <time.h>
 
 const char *const sim_event_names[SIM_EV_COUNT] = {
-        "round_start", "dispatch",  "download_done", "train_done", "upload_done",
+        "round_start", "dispatch", "download_done", "train_done", "upload_done",
         "job_lost",    "deadline", "aggregate",     "evaluate",   "late",
 };
 
 typedef struct sim_client {
     dev_avail_proc avail;
-    int busy;               /* a job is in flight (its device is working) */
-    int excluded;           /* its device cannot hold the model: never selected */
-    int32_t job_round;      /* round (sync) or model version (async) the job started from */
-    uint64_t job_id;        /* identifies the job its events belong to */
-    sim_time busy_until;    /* when the device is free again */
-    void *up;               /* the job's up message until the upload is absorbed (owned) */
+    int busy;            /* a job is in flight (its device is working) */
+    int excluded;        /* its device cannot hold the model: never selected */
+    int32_t job_round;   /* round (sync) or model version (async) the job started from */
+    uint64_t job_id;     /* identifies the job its events belong to */
+    sim_time busy_until; /* when the device is free again */
+    void *up;            /* the job's up message until the upload is absorbed (owned) */
     size_t up_len;
-    void *priv;             /* private state (owned), committed when training ends */
+    void *priv; /* private state (owned), committed when training ends */
     size_t priv_len;
-    void *pending_priv;     /* the job's new private state until its training ends (owned) */
+    void *pending_priv; /* the job's new private state until its training ends (owned) */
     size_t pending_priv_len;
-    double weight;          /* training samples (FedAvg weight) */
-    double job_flops;       /* FLOPs the current job executed */
+    double weight;    /* training samples (FedAvg weight) */
+    double job_flops; /* FLOPs the current job executed */
     /* statistics for clients.tsv */
     int jobs, completed, lost, late;
     double bytes_up, bytes_down, flops;
     sim_time busy_ns;
-    double acc;             /* personalized accuracy at the last evaluation, NaN before */
+    double acc; /* personalized accuracy at the last evaluation, NaN before */
 } sim_client;
 
 struct sim_engine {
@@ -53,18 +53,23 @@ struct sim_engine {
     void *server;
     fl_worker worker;
     nn_model eval_model;
-    double job_memory;      /* peak training memory of the model clients train */
+    double job_memory; /* peak training memory of the model clients train */
     /* protocol state */
-    int round;              /* sync: current round; async: model version */
-    int round_open;         /* sync: the current round still takes updates */
-    int target;             /* sync: updates the round waits for */
-    int in_flight;          /* sync: jobs of the current round not yet arrived or lost */
-    int32_t *arrived;       /* sync: clients whose update arrived this round; async: buffer */
+    int round;        /* sync: current round; async: model version */
+    int round_open;   /* sync: the current round still takes updates */
+    int target;       /* sync: updates the round waits for */
+    int in_flight;    /* sync: jobs of the current round not yet arrived or lost */
+    int32_t *arrived; /* sync: clients whose update arrived this round */
     int n_arrived;
-    int32_t *stale;         /* async: staleness of each buffered update */
-    uint32_t *perm;         /* selection permutation */
+    struct buffered { /* async: updates waiting for the next aggregation */
+        int32_t client, staleness;
+        void *up; /* the update, moved out of the client (owned) */
+        size_t up_len;
+        double weight;
+    } * buf;
+    uint32_t *perm; /* selection permutation */
     uint64_t next_job, dispatches;
-    int participants;       /* updates aggregated at the last aggregation */
+    int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
     /* totals */
     double bytes_up, bytes_down, flops;
@@ -108,8 +113,9 @@ static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double
         msgpack_pack_double(pk, flops);
     }
     if (e->spec.trace)
-        fprintf(e->spec.trace, "[%16.9f] %-13s client=%d round=%d bytes=%.0f flops=%.0f\n",
-                sim_time_to_s(e->now), sim_event_names[kind], who, e->round, bytes, flops);
+        fprintf(e->spec.trace, "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
+                sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
+                who >= 0 ? e->c[who].job_round : -1, bytes, flops);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -127,6 +133,12 @@ static double message_bytes(const sim_engine *e, size_t len)
 
 /* ---------------------------------------------------------------------------------------- */
 /* jobs */
+
+/* a + b, saturating at DEV_TIME_NEVER (a job that never ends) */
+static sim_time sat_add(sim_time a, sim_time b)
+{
+    return b == DEV_TIME_NEVER || a > DEV_TIME_NEVER - b ? DEV_TIME_NEVER : a + b;
+}
 
 static void schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t arg)
 {
@@ -155,12 +167,12 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
         return rc;
     }
     double db = message_bytes(e, down_len), ub = message_bytes(e, res.up_bytes);
-    sim_time t_down = e->now + dev_transfer_ns(dev->latency_ns, db, dev->down_bps);
-    sim_time t_train =
-            t_down + dev_compute_ns(dev, res.cost.flops, res.cost.flops_masked,
-                                    res.cost.flops_masked_nnz, t_down);
-    sim_time t_up = res.up_bytes ? t_train + dev_transfer_ns(dev->latency_ns, ub, dev->up_bps)
-                                 : t_train;
+    sim_time t_down = sat_add(e->now, dev_transfer_ns(dev->latency_ns, db, dev->down_bps));
+    sim_time t_train = sat_add(t_down, dev_compute_ns(dev, res.cost.flops, res.cost.flops_masked,
+                                                      res.cost.flops_masked_nnz, t_down));
+    sim_time t_up = res.up_bytes
+                            ? sat_add(t_train, dev_transfer_ns(dev->latency_ns, ub, dev->up_bps))
+                            : t_train;
     uint64_t id = ++e->next_job;
     cl->busy = 1;
     cl->job_round = e->round;
@@ -188,6 +200,8 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     e->bytes_down += db;
     log_event(e, SIM_EV_DISPATCH, c, db, 0);
     sim_time off = dev_avail_next_change(&cl->avail, e->now);
+    if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
+        off = e->now; /* the device can never finish (its speed stays 0): the job is lost now */
     sim_time end = off < t_up ? off : t_up;
     cl->busy_until = end;
     cl->busy_ns += end - e->now;
@@ -437,29 +451,34 @@ static int async_fill(sim_engine *e, sim_err *err)
     return rc;
 }
 
+static int cmp_buffered(const void *a, const void *b)
+{
+    const struct buffered *x = a, *y = b;
+    return (x->client > y->client) - (x->client < y->client);
+}
+
+/* An update arrives: buffer it (its client may start another job before the buffer is full);
+ * every `buffer` updates, absorb them in client-id order with their staleness weights. */
 static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
 {
     const sim_fed_config *f = &e->spec.fed;
-    e->arrived[e->n_arrived] = c;
-    e->stale[e->n_arrived] = e->round - e->c[c].job_round;
-    e->n_arrived++;
+    sim_client *cl = &e->c[c];
+    struct buffered *b = &e->buf[e->n_arrived++];
+    *b = (struct buffered){c, e->round - cl->job_round, cl->up, cl->up_len, cl->weight};
+    cl->up = NULL;
     if (e->n_arrived < f->buffer) return SIM_OK;
-    /* absorb the buffer in client-id order (a client appears at most once: it was busy) */
-    for (int i = 0; i < e->n_arrived; i++)
-        for (int j = i + 1; j < e->n_arrived; j++)
-            if (e->arrived[j] < e->arrived[i]) {
-                int32_t t = e->arrived[i];
-                e->arrived[i] = e->arrived[j];
-                e->arrived[j] = t;
-                t = e->stale[i];
-                e->stale[i] = e->stale[j];
-                e->stale[j] = t;
-            }
+    qsort(e->buf, (size_t)e->n_arrived, sizeof *e->buf, cmp_buffered);
+    int rc = SIM_OK;
     for (int i = 0; i < e->n_arrived; i++) {
-        sim_client *cl = &e->c[e->arrived[i]];
-        int rc = absorb(e, e->arrived[i], cl->weight * staleness_weight(f, e->stale[i]), err);
-        if (rc) return rc;
+        b = &e->buf[i];
+        if (!rc && !e->spec.env.cost_only)
+            rc = e->spec.algo->server_absorb(e->server, b->client, b->up, b->up ? b->up_len : 0,
+                                             b->weight * staleness_weight(f, b->staleness),
+                                             b->weight, err);
+        free(b->up);
+        b->up = NULL;
     }
+    if (rc) return rc;
     if (!e->spec.env.cost_only) e->spec.algo->server_aggregate(e->server);
     e->participants = e->n_arrived;
     e->n_arrived = 0;
@@ -604,10 +623,11 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     e->n = spec->n_clients;
     e->c = sim_xcalloc((size_t)e->n, sizeof *e->c);
     e->perm = sim_xmalloc(sizeof(uint32_t) * (size_t)e->n);
-    int cap = spec->fed.mode == SIM_SYNC ? (int)ceil(spec->fed.per_round * spec->fed.over_commit) + 1
-                                         : spec->fed.buffer + 1;
+    int cap = spec->fed.mode == SIM_SYNC
+                      ? (int)ceil(spec->fed.per_round * spec->fed.over_commit) + 1
+                      : spec->fed.buffer + 1;
     e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
-    e->stale = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
+    e->buf = sim_xcalloc((size_t)cap, sizeof *e->buf);
     e->acc_global = e->loss_global = NAN;
     e->next_eval_time = spec->eval.every_time;
     sim_queue_init(&e->q);
@@ -653,7 +673,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         msgpack_pack_map(pk, 2);
         msgpack_pack_str(pk, 6);
         msgpack_pack_str_body(pk, "fields", 6);
-        static const char *const fields[] = {"time_ns", "kind", "client", "round", "bytes", "flops"};
+        static const char *const fields[] = {"time_ns", "kind",  "client",
+                                             "round",   "bytes", "flops"};
         msgpack_pack_array(pk, 6);
         for (int i = 0; i < 6; i++) {
             msgpack_pack_str(pk, strlen(fields[i]));
@@ -682,7 +703,9 @@ void sim_engine_free(sim_engine *e)
     free(e->c);
     free(e->perm);
     free(e->arrived);
-    free(e->stale);
+    for (int i = 0; i < e->n_arrived && e->spec.fed.mode == SIM_ASYNC; i++)
+        free(e->buf[i].up);
+    free(e->buf);
     sim_queue_destroy(&e->q);
     fl_worker_destroy(&e->worker);
     nn_model_destroy(&e->eval_model);

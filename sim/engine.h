@@ -23,39 +23,39 @@ enum { SIM_SYNC = 0, SIM_ASYNC = 1 };
 enum { SIM_STALE_CONST = 0, SIM_STALE_POLY = 1, SIM_STALE_HINGE = 2 };
 
 typedef struct sim_fed_config {
-    int mode;              /* SIM_SYNC or SIM_ASYNC */
-    int rounds;            /* sync rounds, or async aggregations */
-    int per_round;         /* sync: updates a round waits for (K) */
-    double over_commit;    /* sync: select ceil(K·over_commit), keep the first K arrivals */
-    sim_time deadline;     /* sync: a round closes this long after it starts (0 = none) */
-    int concurrency;       /* async: jobs kept in flight */
-    int buffer;            /* async: updates per aggregation */
-    int staleness;         /* async: SIM_STALE_* weight of an update computed τ versions ago */
+    int mode;                /* SIM_SYNC or SIM_ASYNC */
+    int rounds;              /* sync rounds, or async aggregations */
+    int per_round;           /* sync: updates a round waits for (K) */
+    double over_commit;      /* sync: select ceil(K·over_commit), keep the first K arrivals */
+    sim_time deadline;       /* sync: a round closes this long after it starts (0 = none) */
+    int concurrency;         /* async: jobs kept in flight */
+    int buffer;              /* async: updates per aggregation */
+    int staleness;           /* async: SIM_STALE_* weight of an update computed τ versions ago */
     double stale_a, stale_b; /* poly: (1+τ)^-a; hinge: 1 if τ <= b else 1/(a(τ−b)+1) */
-    double overhead_bytes; /* protocol overhead added to every message */
-    sim_time max_time;     /* stop at this simulated time (0 = none) */
+    double overhead_bytes;   /* protocol overhead added to every message */
+    sim_time max_time;       /* stop at this simulated time (0 = none) */
 } sim_fed_config;
 
 typedef struct sim_eval_config {
-    int every_rounds;     /* evaluate after every this many rounds/aggregations (0 = off) */
-    sim_time every_time;  /* or every this much simulated time (0 = off) */
-    int personalized;     /* also each client's model on its local test split */
-    int test_subset;      /* evaluate the global model on the first N test samples (0 = all) */
+    int every_rounds;    /* evaluate after every this many rounds/aggregations (0 = off) */
+    sim_time every_time; /* or every this much simulated time (0 = off) */
+    int personalized;    /* also each client's model on its local test split */
+    int test_subset;     /* evaluate the global model on the first N test samples (0 = all) */
 } sim_eval_config;
 
 /* Everything a run needs, resolved (the scenario loader builds it; tests build it by hand). */
 typedef struct sim_run_spec {
-    const char *name;          /* run name (scenario name) */
+    const char *name; /* run name (scenario name) */
     uint64_t seed;
     sim_fed_config fed;
     sim_eval_config eval;
     const fl_algo *algo;
-    fl_env env;                /* algorithm environment (config, arch, data, partition) */
+    fl_env env; /* algorithm environment (config, arch, data, partition) */
     int n_clients;
-    dev_profile *devices;      /* n_clients concrete profiles (borrowed) */
-    const char *out_dir;       /* run folder: metrics.tsv, clients.tsv, events.msgpack */
-    int quiet;                 /* no progress line */
-    FILE *trace;               /* if non-NULL, every event as one text line (golden tests) */
+    dev_profile *devices; /* n_clients concrete profiles (borrowed) */
+    const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
+    int quiet;            /* no progress line */
+    FILE *trace;          /* if non-NULL, every event as one text line (golden tests) */
 } sim_run_spec;
 
 typedef struct sim_engine sim_engine;
@@ -69,7 +69,7 @@ void sim_engine_free(sim_engine *e);
 /* Totals after (or during) a run. */
 typedef struct sim_totals {
     sim_time now;
-    int round;           /* rounds or aggregations completed */
+    int round; /* rounds or aggregations completed */
     double bytes_up, bytes_down, flops;
     long jobs, dropped, late, excluded;
     long events;

@@ -30,10 +30,13 @@ static const char usage[] =
         "\n"
         "commands:\n"
         "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
-        "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml (resolved),\n"
+        "             [--trace FILE]\n"
+        "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml "
+        "(resolved),\n"
         "             metrics.tsv, clients.tsv, events.msgpack. --set overrides any key\n"
         "             (e.g. --set federation.per_round=20); --cost-only skips the math and\n"
-        "             reports the FLOPs and bytes the jobs would have\n"
+        "             reports the FLOPs and bytes the jobs would have; --trace writes every\n"
+        "             event as a line of text\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "  devices [--catalog FILE]\n"
@@ -243,7 +246,7 @@ static int print_err(const sim_err *err)
 }
 
 typedef struct run_opts {
-    const char *scenario, *out, *sets[64];
+    const char *scenario, *out, *trace, *sets[64];
     int n_sets, quiet, cost_only, have_seed;
     unsigned long long seed;
 } run_opts;
@@ -257,7 +260,8 @@ static int parse_run(run_opts *o, int argc, char **argv, int allow_out)
             o->quiet = 1;
         } else if (!strcmp(a, "--cost-only") && allow_out) {
             o->cost_only = 1;
-        } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed")) &&
+        } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
+                    !strcmp(a, "--trace")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
             if (!strcmp(a, "--set")) {
@@ -265,6 +269,8 @@ static int parse_run(run_opts *o, int argc, char **argv, int allow_out)
                 o->sets[o->n_sets++] = v;
             } else if (!strcmp(a, "--out") && allow_out) {
                 o->out = v;
+            } else if (!strcmp(a, "--trace") && allow_out) {
+                o->trace = v;
             } else if (!strcmp(a, "--seed")) {
                 char *end;
                 o->seed = strtoull(v, &end, 10);
@@ -340,9 +346,17 @@ static int cmd_run(int argc, char **argv)
     fclose(f);
     sc.spec.out_dir = out;
     sc.spec.quiet = o.quiet;
+    FILE *trace = NULL;
+    if (o.trace && !(trace = fopen(o.trace, "w"))) {
+        sim_scenario_destroy(&sc);
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", o.trace, strerror(errno));
+        return 2;
+    }
+    sc.spec.trace = trace;
     openblas_set_num_threads(1);
     sim_engine *e;
     if (sim_engine_new(&e, &sc.spec, &err)) {
+        if (trace) fclose(trace);
         sim_scenario_destroy(&sc);
         return print_err(&err);
     }
@@ -354,6 +368,7 @@ static int cmd_run(int argc, char **argv)
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
+    if (trace) fclose(trace);
     sim_scenario_destroy(&sc);
     if (rc) {
         print_err(&err);
@@ -437,8 +452,10 @@ static int cmd_check(int argc, char **argv)
 static int cmd_devices(int argc, char **argv)
 {
     const char *path = sim_default_catalog();
-    if (argc == 2 && !strcmp(argv[0], "--catalog")) path = argv[1];
-    else if (argc) return die("usage: fedsim devices [--catalog FILE]");
+    if (argc == 2 && !strcmp(argv[0], "--catalog"))
+        path = argv[1];
+    else if (argc)
+        return die("usage: fedsim devices [--catalog FILE]");
     dev_catalog cat;
     sim_err err = {0};
     if (dev_catalog_load(&cat, path, &err)) return print_err(&err);

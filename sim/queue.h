@@ -15,11 +15,11 @@
 #include <stdint.h>
 
 typedef struct sim_event {
-    sim_time at;   /* when it fires */
-    uint64_t seq;  /* push order, the tie-breaker */
-    int kind;      /* what happens (the engine's SIM_EV_* values) */
-    int32_t who;   /* client id, or -1 for server events */
-    uint64_t arg;  /* kind-specific (round, job generation, ...) */
+    sim_time at;  /* when it fires */
+    uint64_t seq; /* push order, the tie-breaker */
+    int kind;     /* what happens (the engine's SIM_EV_* values) */
+    int32_t who;  /* client id, or -1 for server events */
+    uint64_t arg; /* kind-specific (round, job generation, ...) */
 } sim_event;
 
 typedef struct sim_queue {

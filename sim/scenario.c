@@ -58,8 +58,7 @@ static int get_long(section *s, const char *key, long lo, long hi, long dflt, lo
     return SIM_OK;
 }
 
-static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out,
-                   sim_err *err)
+static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out, sim_err *err)
 {
     long v;
     int rc = get_long(s, key, lo, hi, dflt, &v, err);
@@ -132,8 +131,7 @@ static int get_choice(section *s, const char *key, const char *const *words, int
     char list[256] = "";
     for (int i = 0; words[i]; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", words[i]);
-    return sim_yaml_fail(sim_yaml_get(s->map, key), err, "%s: '%s' is not one of %s", key, v,
-                         list);
+    return sim_yaml_fail(sim_yaml_get(s->map, key), err, "%s: '%s' is not one of %s", key, v, list);
 }
 
 /* A sub-map (created empty when absent, so defaults can be written into it). */
@@ -164,8 +162,13 @@ static void resolve_path(char *out, size_t n, const sim_yaml *node, const char *
 
 /* ---------------------------------------------------------------------------------------- */
 
-static const char *const DATASETS[] = {"fashion-mnist", "synth-pews-32k", "synth-pews-3.2k",
-                                       "leaf-synthetic", "idx", "cifar10", NULL};
+static const char *const DATASETS[] = {"fashion-mnist",
+                                       "synth-pews-32k",
+                                       "synth-pews-3.2k",
+                                       "leaf-synthetic",
+                                       "idx",
+                                       "cifar10",
+                                       NULL};
 
 static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
 {
@@ -281,8 +284,8 @@ static int load_partition(sim_scenario *sc, section *root, int natural, sim_err 
         (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)))
         return rc;
     if (local_test > 0)
-        rc = nn_partition_local_test(&sc->part, &sc->train, &sc->test, local_test, from_train,
-                                     seed, err);
+        rc = nn_partition_local_test(&sc->part, &sc->train, &sc->test, local_test, from_train, seed,
+                                     err);
     return rc;
 }
 
@@ -536,8 +539,8 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
     sc->spec.name = sc->name;
-    sc->spec.env = (fl_env){&sc->cfg, &sc->arch, &sc->train, &sc->test, &sc->part,
-                            sc->spec.seed, cost_only};
+    sc->spec.env = (fl_env){&sc->cfg,  &sc->arch,     &sc->train, &sc->test,
+                            &sc->part, sc->spec.seed, cost_only};
     sc->spec.n_clients = sc->part.n_clients;
     sc->spec.devices = sc->devices;
     return SIM_OK;

@@ -15,15 +15,15 @@
 #include "sim/yaml.h"
 
 typedef struct sim_scenario {
-    sim_yaml *doc;           /* the tree after --set, with defaults filled in (owned) */
+    sim_yaml *doc; /* the tree after --set, with defaults filled in (owned) */
     char name[128];
-    char path[512];          /* the scenario file */
-    sim_run_spec spec;       /* what the engine runs; its pointers point into this struct */
+    char path[512];    /* the scenario file */
+    sim_run_spec spec; /* what the engine runs; its pointers point into this struct */
     fl_config cfg;
     nn_arch arch;
     nn_dataset train, test;
     nn_partition part;
-    dev_profile *devices;    /* one concrete profile per client (owned) */
+    dev_profile *devices; /* one concrete profile per client (owned) */
     char model[64];
 } sim_scenario;
 

@@ -35,7 +35,7 @@ static void test_compute(void)
 
     /* 8e9 of the 1.6e10 FLOPs are in masked layers, 2e9 of those on kept weights: 6e9 skippable */
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 2000000000); /* sparse_eff 0 */
-    p.sparse_eff = 0.5;                                                  /* 1.3e10 -> 1.625 s */
+    p.sparse_eff = 0.5;                                                /* 1.3e10 -> 1.625 s */
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 1625000000);
     p.sparse_eff = 1.0; /* proportional: 1e10 -> 1.25 s */
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 1250000000);
@@ -84,12 +84,12 @@ static void test_compute(void)
     dev_trace_free(p.speed);
 
     /* looping trace whose first point is not at 0: [0, 1 s) of every period runs the last
-     * value (1), [1 s, 3 s) 0.5, [3 s, 4 s) 1. From 0: 8e9 by 1 s, 4e9 more at half speed (1 s).
-     * From 3.5 s: 4e9 by 4 s, then [4 s, 5 s) is full speed again (the wrap): 8e9 more. */
-    p.speed = speed_trace("loop 4 s\n1 s 0.5\n3 s 1\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.2e10, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.2e10, 0, 0, 3500000000), 1500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
+     * value (2), [1 s, 3 s) 0.5, [3 s, 4 s) 2. From 0: 1.6e10 by 1 s, 4e9 more at half speed
+     * (1 s). From 3.5 s: 8e9 by 4 s, then [4 s, 5 s) is double speed again (the wrap): 1.6e10. */
+    p.speed = speed_trace("loop 4 s\n1 s 0.5\n3 s 2\n");
+    CHECK_EQ_I64(dev_compute_ns(&p, 2e10, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 2.4e10, 0, 0, 3500000000), 1500000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 2.8e10, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
     dev_trace_free(p.speed);
     p.speed = NULL;
 }
@@ -179,8 +179,9 @@ static void test_profile_yaml(void)
               "describe: %s", line);
 
     /* overrides keep the base's other fields and its name */
-    CHECK(profile_from(&q, "up: 2 Mbps\ncapacity: auto\navailability: {kind: markov, mean_on: "
-                           "30 min, mean_off: 90 min}\n",
+    CHECK(profile_from(&q,
+                       "up: 2 Mbps\ncapacity: auto\navailability: {kind: markov, mean_on: "
+                       "30 min, mean_off: 90 min}\n",
                        &p, &err) == SIM_OK);
     CHECK(q.up_bps == 2e6 && q.down_bps == 40e6 && q.compute_flops == 8e9 && q.capacity == 0);
     CHECK(!strcmp(q.name, "mine"));
@@ -214,7 +215,7 @@ static void test_profile_yaml(void)
     static double ups[N];
     double down_sum = 0, down_min = INFINITY, down_max = 0;
     sim_rng r;
-    sim_rng_seed(&r, 7, DEV_RNG_DRAW, 0);
+    sim_rng_seed(&r, 7, SIM_RNG_DEVICES, 0);
     int clamp_ok = 1, fixed_ok = 1;
     for (int i = 0; i < N; i++) {
         dev_profile c;
@@ -224,8 +225,8 @@ static void test_profile_yaml(void)
         down_sum += c.down_bps;
         down_min = fmin(down_min, c.down_bps);
         down_max = fmax(down_max, c.down_bps);
-        fixed_ok &= !dev_profile_has_dist(&c) && c.compute_flops == 8e9 &&
-                    c.latency_ns >= 0 && c.latency_ns <= 100 * SIM_MS;
+        fixed_ok &= !dev_profile_has_dist(&c) && c.compute_flops == 8e9 && c.latency_ns >= 0 &&
+                    c.latency_ns <= 100 * SIM_MS;
         dev_profile_destroy(&c);
     }
     int below_hi = 0, below_lo = 0;
@@ -238,8 +239,8 @@ static void test_profile_yaml(void)
 
     /* the same seed draws the same clients */
     sim_rng r1, r2;
-    sim_rng_seed(&r1, 7, DEV_RNG_DRAW, 3);
-    sim_rng_seed(&r2, 7, DEV_RNG_DRAW, 3);
+    sim_rng_seed(&r1, 7, SIM_RNG_DEVICES, 3);
+    sim_rng_seed(&r2, 7, SIM_RNG_DEVICES, 3);
     dev_profile c1, c2;
     dev_profile_draw(&c1, &q, &r1);
     dev_profile_draw(&c2, &q, &r2);
@@ -251,16 +252,16 @@ static void test_profile_yaml(void)
 
     /* errors name the value's position */
     expect_error(FULL "bandwith: 10 Mbps\n", 6, 1, "unknown key 'bandwith'");
-    expect_error("compute: 8 GFLOPS\nup: 20\ndown: 40 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n", 2,
-                 5, "no unit");
+    expect_error("compute: 8 GFLOPS\nup: 20\ndown: 40 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n", 2, 5,
+                 "no unit");
     expect_error("compute: 8 GFLOPS\nup: 20 MB\ndown: 40 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n", 2,
                  5, "not a rate unit");
     expect_error("compute: 8 GFLOPS\nup: -5 Mbps\ndown: 40 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n",
                  2, 5, "negative");
-    expect_error("compute: 8 GFLOPS\nup: 10 Mbps\ndown: 0 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n",
-                 3, 7, "down must be > 0");
-    expect_error("compute: 0 GFLOPS\nup: 10 Mbps\ndown: 1 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n",
-                 1, 10, "compute must be > 0");
+    expect_error("compute: 8 GFLOPS\nup: 10 Mbps\ndown: 0 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n", 3,
+                 7, "down must be > 0");
+    expect_error("compute: 0 GFLOPS\nup: 10 Mbps\ndown: 1 Mbps\nlatency: 40 ms\nmemory: 2 GiB\n", 1,
+                 10, "compute must be > 0");
     expect_error("compute: 8 GFLOPS\nup: 10 Mbps\ndown: 40 Mbps\nmemory: 2 GiB\n", 1, 1,
                  "missing 'latency'");
     expect_error(FULL "capacity: 1.5\n", 6, 11, "capacity");
@@ -294,24 +295,26 @@ static void test_catalog(void)
     sim_err_format(&err, buf, sizeof buf);
     CHECK_MSG(rc == SIM_OK, "catalog: %s", buf);
     CHECK(c.n >= 8);
-    const char *need[] = {"phone-low", "phone-mid", "phone-high", "rpi4",   "rpi5",
-                          "jetson-orin-nano", "laptop", "desktop", "workstation-gpu"};
+    const char *need[] = {"phone-low",        "phone-mid", "phone-high", "rpi4",           "rpi5",
+                          "jetson-orin-nano", "laptop",    "desktop",    "workstation-gpu"};
     for (size_t i = 0; i < SIM_ARRAY_LEN(need); i++)
         CHECK_MSG(dev_catalog_find(&c, need[i]) != NULL, "catalog lacks %s", need[i]);
     CHECK(dev_catalog_find(&c, "toaster") == NULL);
     for (int i = 0; i < c.n; i++) {
         const dev_profile *p = &c.profiles[i];
-        CHECK_MSG(p->compute_flops > 0 && p->up_bps > 0 && p->down_bps > 0 &&
-                          p->latency_ns > 0 && p->memory_bytes > 0 && p->name[0],
+        CHECK_MSG(p->compute_flops > 0 && p->up_bps > 0 && p->down_bps > 0 && p->latency_ns > 0 &&
+                          p->memory_bytes > 0 && p->name[0],
                   "profile %d (%s) has a non-positive figure", i, p->name);
         CHECK(!dev_profile_has_dist(p));
         dev_profile_describe(p, buf, sizeof buf);
         printf("  %-18s %s\n", p->name, buf);
     }
     /* the tiers are ordered as their names say */
-    const dev_profile *lo = dev_catalog_find(&c, "phone-low"), *mid = dev_catalog_find(&c, "phone-mid"),
+    const dev_profile *lo = dev_catalog_find(&c, "phone-low"),
+                      *mid = dev_catalog_find(&c, "phone-mid"),
                       *hi = dev_catalog_find(&c, "phone-high");
-    if (lo && mid && hi) CHECK(lo->compute_flops < mid->compute_flops && mid->compute_flops < hi->compute_flops);
+    if (lo && mid && hi)
+        CHECK(lo->compute_flops < mid->compute_flops && mid->compute_flops < hi->compute_flops);
     const dev_profile *rpi4 = dev_catalog_find(&c, "rpi4");
     if (rpi4) CHECK(rpi4->compute_flops == 12e9);
     dev_catalog_destroy(&c);

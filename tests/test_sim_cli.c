@@ -1,0 +1,157 @@
+/* tests/test_sim_cli.c -- the fedsim binary end to end: the tiny scenario's event trace matches
+ * the golden file byte for byte (tests/golden/tiny.trace; regenerate deliberately with
+ * FEDSIM_GOLDEN_UPDATE=1 and review the diff), the same scenario and seed give byte-identical
+ * output files, another seed gives others, and bad scenarios fail with exit status 2 and a
+ * message naming file:line:col and the key. The binary is $FEDSIM_BIN (make test sets it). */
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static const char *bin;
+
+/* Run "BIN run scenarios/tiny.yaml --out ARGS" quietly; returns the exit status. */
+static int run_tiny(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run scenarios/tiny.yaml --out %s >/dev/null", bin, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    p[*len] = 0;
+    fclose(f);
+    return p;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    int same = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Run fedsim on a scenario text; returns the exit status and leaves stderr in `msg`. */
+static int run_bad(const char *yaml, char *msg, size_t n)
+{
+    char path[128], errp[128];
+    snprintf(path, sizeof path, "%s/bad.yaml", dir);
+    snprintf(errp, sizeof errp, "%s/err.txt", dir);
+    FILE *f = fopen(path, "w");
+    fputs(yaml, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s check %s >/dev/null 2>%s", bin, path, errp);
+    int st = system(cmd);
+    size_t len;
+    char *e = slurp(errp, &len);
+    snprintf(msg, n, "%s", e ? e : "");
+    free(e);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *good =
+        "seed: 1\nrounds: 2\ndataset: {name: synth-pews-3.2k}\n"
+        "partition: {scheme: iid, clients: 4}\nmodel: fedpews-mlp\n"
+        "algorithm: {name: fedavg, local_steps: 2, batch_size: 16}\n"
+        "federation: {per_round: 2}\n"
+        "devices:\n"
+        "  profiles:\n"
+        "    d: {compute: 1 GFLOPS, up: 4 Mbps, down: 8 Mbps, latency: 10 ms, memory: 1 GiB}\n"
+        "  mix: [{profile: d, share: 1}]\n";
+
+/* Replace the first occurrence of `from` in good with `to` (the bad variants). */
+static const char *variant(const char *from, const char *to)
+{
+    static char buf[2048];
+    const char *p = strstr(good, from);
+    if (!p) return good;
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - good), good, to, p + strlen(from));
+    return buf;
+}
+
+static void test_bad(void)
+{
+    char msg[1024];
+    CHECK_MSG(run_bad(good, msg, sizeof msg) == 0, "the good scenario passes check: %s", msg);
+    static const struct {
+        const char *from, *to, *want;
+    } cases[] = {
+            {"up: 4 Mbps", "up: 4", "bad.yaml:10:32: up: '4' has no unit"},
+            {"rounds: 2", "roundz: 2", "bad.yaml:2:1: unknown key 'roundz'"},
+            {"down: 8 Mbps", "down: -8 Mbps", "bad.yaml:10:46: down: '-8 Mbps' is negative"},
+            {"share: 1}", "share: 0.7}", "bad.yaml:11:8: devices.mix: shares sum to 0.7"},
+            {"{name: synth-pews-3.2k}", "{name: fashion-mnist, dir: /nonexistent}",
+             "/nonexistent/train-images-idx3-ubyte.gz"},
+            {"name: fedavg", "name: fedsgd", "bad.yaml:6:19: algorithm: unknown name 'fedsgd'"},
+            {"latency: 10 ms", "latency: 10 MB", "not a time unit"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);
+        CHECK_MSG(rc == 2, "'%s' exits with 2, not %d", cases[i].to, rc);
+        CHECK_MSG(strstr(msg, cases[i].want) != NULL, "'%s': message '%s' lacks '%s'", cases[i].to,
+                  msg, cases[i].want);
+    }
+}
+
+int main(void)
+{
+    bin = getenv("FEDSIM_BIN");
+    if (!bin) bin = "build/test/fedsim";
+    snprintf(dir, sizeof dir, "/tmp/fedsim-cli-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char a[128], b[128], c[128], ta[160], tb[160];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    snprintf(c, sizeof c, "%s/c", dir);
+    snprintf(ta, sizeof ta, "%s/a.trace", dir);
+    snprintf(tb, sizeof tb, "%s/b.trace", dir);
+    char opts[400], cmd[1024];
+    snprintf(opts, sizeof opts, "%s -q --trace %s", a, ta);
+    CHECK(run_tiny(opts) == 0);
+    snprintf(opts, sizeof opts, "%s -q --trace %s", b, tb);
+    CHECK(run_tiny(opts) == 0);
+    snprintf(opts, sizeof opts, "%s -q --seed 8", c);
+    CHECK(run_tiny(opts) == 0);
+    snprintf(cmd, sizeof cmd, "cp %s tests/golden/tiny.trace", ta);
+    if (getenv("FEDSIM_GOLDEN_UPDATE") && system(cmd)) printf("could not update the golden file\n");
+    CHECK_MSG(same_file(ta, "tests/golden/tiny.trace"),
+              "tiny trace matches tests/golden/tiny.trace");
+    static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack",
+                                       "scenario.yaml"};
+    for (int i = 0; i < 4; i++) {
+        char pa[200], pb[200], pc[200];
+        snprintf(pa, sizeof pa, "%s/%s", a, outs[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, outs[i]);
+        snprintf(pc, sizeof pc, "%s/%s", c, outs[i]);
+        CHECK_MSG(same_file(pa, pb), "%s identical for the same seed", outs[i]);
+        if (i < 3) CHECK_MSG(!same_file(pa, pc), "%s differs for another seed", outs[i]);
+    }
+    /* the events dump reads what the run wrote */
+    snprintf(opts, sizeof opts, "%s/events.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s events %s > %s", bin, a, opts);
+    CHECK(system(cmd) == 0);
+    size_t len;
+    char *txt = slurp(opts, &len);
+    CHECK(txt && strstr(txt, "upload_done") && strstr(txt, "aggregate"));
+    free(txt);
+    test_bad();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) printf("could not remove %s\n", dir);
+    return CHECK_DONE();
+}
