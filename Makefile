@@ -1,6 +1,6 @@
 # fedsim -- one non-recursive Makefile.
 #   make          release build of build/release/fedsim (installs missing Debian packages first)
-#   make run      build, then run the default demo
+#   make run      build, then run scenarios/default.yaml (about two minutes)
 #   make test     the pre-commit gate: ASan+UBSan build, fixed seeds, one BLAS thread;
 #                 ends on one line "N passed, N failed"
 #   make bench    throughput benchmarks (-O3 -march=native, own build dir; not a test)
@@ -45,7 +45,7 @@ all: deps
 build: $(BUILD)/fedsim
 
 run: all
-	./build/release/fedsim train --model lenet5-caffe --epochs 2 --lr 0.02 --batch 32
+	./build/release/fedsim run scenarios/default.yaml
 
 test: deps
 	@$(MAKE) --no-print-directory MODE=test run-tests

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *const sim_event_names[SIM_EV_COUNT] = {
         "round_start", "dispatch", "download_done", "train_done", "upload_done",
@@ -319,8 +320,10 @@ static void maybe_evaluate(sim_engine *e, int force)
 static void progress(sim_engine *e, int final)
 {
     if (e->spec.quiet) return;
+    /* on a terminal one line refreshes every second; in a log, a line every 10 seconds */
+    int tty = isatty(fileno(stderr));
     double w = wall_s();
-    if (!final && w - e->wall_last < 1.0) return;
+    if (!final && w - e->wall_last < (tty ? 1.0 : 10.0)) return;
     e->wall_last = w;
     int total = e->spec.fed.rounds;
     double el = w - e->wall_start, eta = e->round > 0 ? el * (total - e->round) / e->round : 0;
@@ -328,10 +331,10 @@ static void progress(sim_engine *e, int final)
     sim_format_time(t, sizeof t, e->now);
     sim_format_bytes(up, sizeof up, e->bytes_up);
     sim_format_bytes(down, sizeof down, e->bytes_down);
-    fprintf(stderr, "\r%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs   ",
-            e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round, total, t, up, down,
-            e->acc_global, el, eta);
-    if (final) fprintf(stderr, "\n");
+    fprintf(stderr, "%s%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs%s",
+            tty ? "\r" : "", e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round,
+            total, t, up, down, e->acc_global, el, eta, tty ? "   " : "\n");
+    if (final && tty) fprintf(stderr, "\n");
 }
 
 /* ---------------------------------------------------------------------------------------- */

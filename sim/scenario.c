@@ -149,15 +149,17 @@ static int need_map(const section *s, const char *key, sim_err *err)
     return SIM_OK;
 }
 
-/* Path relative to the directory of the file a node came from. */
+/* Path relative to the directory of the file a node came from (cut at n − 1 bytes: a path that
+ * long then fails to open, with its name in the message). */
 static void resolve_path(char *out, size_t n, const sim_yaml *node, const char *p)
 {
-    if (p[0] == '/' || !node || !node->file || !strchr(node->file, '/')) {
-        snprintf(out, n, "%s", p);
-        return;
-    }
-    const char *slash = strrchr(node->file, '/');
-    snprintf(out, n, "%.*s/%s", (int)(slash - node->file), node->file, p);
+    int len;
+    if (p[0] == '/' || !node || !node->file || !strchr(node->file, '/'))
+        len = snprintf(out, n, "%s", p);
+    else
+        len = snprintf(out, n, "%.*s/%s", (int)(strrchr(node->file, '/') - node->file), node->file,
+                       p);
+    if (len < 0 || (size_t)len >= n) out[n - 1] = 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -237,9 +239,34 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
     }
 }
 
-static const char *const SCHEMES[] = {"iid", "dirichlet", "shards", "natural", "file", NULL};
+static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards", "natural",
+                                      "file", "sizes",     NULL};
 
-static int load_partition(sim_scenario *sc, section *root, int natural, sim_err *err)
+/* Clients that have only a sample count, no data: for cost-only studies of populations far
+ * larger than any dataset. Counts are `samples`, or lognormal around it with `sigma`. */
+static int sizes_partition(sim_scenario *sc, section *s, sim_err *err)
+{
+    int clients, samples;
+    double sigma;
+    int rc;
+    if ((rc = get_int(s, "clients", 1, 100000000, 100, &clients, err)) ||
+        (rc = get_int(s, "samples", 1, 100000000, 600, &samples, err)) ||
+        (rc = get_double(s, "sigma", 0, 10, 0, &sigma, err)))
+        return rc;
+    nn_partition *p = &sc->part;
+    p->n_clients = clients;
+    p->n = sim_xmalloc(sizeof(int) * (size_t)clients);
+    p->n_test = sim_xcalloc((size_t)clients, sizeof(int));
+    sim_rng r;
+    sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DATA_SPLIT, 0);
+    for (int k = 0; k < clients; k++) {
+        double v = sigma > 0 ? samples * exp(sigma * sim_rng_normal(&r)) : samples;
+        p->n[k] = v < 1 ? 1 : v > 1e8 ? 100000000 : (int)llround(v);
+    }
+    return SIM_OK;
+}
+
+static int load_partition(sim_scenario *sc, section *root, int natural, int cost_only, sim_err *err)
 {
     char pre[64];
     section s = sub(root, "partition", pre, sizeof pre);
@@ -272,6 +299,11 @@ static int load_partition(sim_scenario *sc, section *root, int natural, sim_err 
                                  "(leaf-synthetic)");
         rc = nn_partition_natural(&sc->part, &sc->train, err);
         break;
+    case 5:
+        if (!cost_only)
+            return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
+                                 "scheme: sizes has no data to train on; it needs cost_only: true");
+        return sizes_partition(sc, &s, err);
     default: {
         char file[512], path[512];
         if ((rc = get_str(&s, "file", "", file, sizeof file, err))) return rc;
@@ -525,7 +557,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         goto fail;
     sc->spec.seed = (uint64_t)seed;
     if ((rc = load_dataset(sc, &root, &natural, err)) ||
-        (rc = load_partition(sc, &root, natural, err)))
+        (rc = load_partition(sc, &root, natural, cost_only, err)))
         goto fail;
     if ((rc = get_str(&root, "model", "cnn2", sc->model, sizeof sc->model, err))) goto fail;
     if ((rc = nn_arch_build(&sc->arch, sc->model, sc->train.c, sc->train.h, sc->train.w,
