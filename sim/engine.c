@@ -428,7 +428,7 @@ static int start_round(sim_engine *e, sim_err *err)
 /* ---------------------------------------------------------------------------------------- */
 /* async (FedBuff) */
 
-static double staleness_weight(const sim_fed_config *f, int tau)
+double sim_staleness_weight(const sim_fed_config *f, int tau)
 {
     switch (f->staleness) {
     case SIM_STALE_POLY:
@@ -476,7 +476,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
         b = &e->buf[i];
         if (!rc && !e->spec.env.cost_only)
             rc = e->spec.algo->server_absorb(e->server, b->client, b->up, b->up ? b->up_len : 0,
-                                             b->weight * staleness_weight(f, b->staleness),
+                                             b->weight * sim_staleness_weight(f, b->staleness),
                                              b->weight, err);
         free(b->up);
         b->up = NULL;

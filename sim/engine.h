@@ -60,6 +60,9 @@ typedef struct sim_run_spec {
 
 typedef struct sim_engine sim_engine;
 
+/* Weight of an async update computed from a model tau versions old (federation.staleness). */
+double sim_staleness_weight(const sim_fed_config *f, int tau);
+
 /* Build the population and the algorithm's server; opens the output files. */
 int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err);
 /* Run to the end (rounds done, time limit, or nothing left to do). */

@@ -269,6 +269,21 @@ static void test_async(void)
     free(r.trace);
 }
 
+static void test_staleness_weights(void)
+{
+    sim_fed_config f = {0};
+    f.staleness = SIM_STALE_CONST;
+    CHECK(sim_staleness_weight(&f, 7) == 1.0);
+    f.staleness = SIM_STALE_POLY;
+    f.stale_a = 0.5;
+    CHECK_NEAR(sim_staleness_weight(&f, 0), 1.0, 0);
+    CHECK_NEAR(sim_staleness_weight(&f, 3), 0.5, 1e-15); /* (1+3)^-0.5 */
+    f.staleness = SIM_STALE_HINGE;
+    f.stale_a = 2, f.stale_b = 4;
+    CHECK(sim_staleness_weight(&f, 4) == 1.0);
+    CHECK_NEAR(sim_staleness_weight(&f, 6), 1.0 / 5, 1e-15); /* 1/(2·(6−4)+1) */
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/fedsim-engine-XXXXXX");
@@ -280,6 +295,7 @@ int main(void)
     test_offline();
     test_memory_exclusion();
     test_async();
+    test_staleness_weights();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);

@@ -1,0 +1,143 @@
+/* tests/test_fl_algos.c -- algorithm invariants through the fl_algo interface: FedProx with mu = 0
+ * is FedAvg bit for bit; one client with one local step makes FedAvg plain SGD; aggregating
+ * identical updates returns that update; a malformed update is rejected; cost-only mode reports
+ * exactly the FLOPs real training executes; local-only sends nothing and keeps its model. */
+#include "algos/algo.h"
+#include "nn/pack.h"
+#include "nn/train.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static nn_dataset train, test;
+static nn_partition part;
+static nn_arch arch;
+
+static void train_job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
+                      fl_worker *w)
+{
+    msgpack_sbuffer down;
+    msgpack_sbuffer_init(&down);
+    a->job_down(server, client, &down);
+    fl_job job = {client, 0, down.data, down.size, NULL, 0};
+    sim_err err = {0};
+    fl_result_init(res);
+    int rc = a->client_train(env, &job, w, res, &err);
+    CHECK_MSG(rc == SIM_OK, "%s train: %s", a->name, err.msg);
+    msgpack_sbuffer_destroy(&down);
+}
+
+int main(void)
+{
+    sim_err err = {0};
+    CHECK(nn_synth_pews_make(&train, &test, 200, 3, &err) == SIM_OK);
+    CHECK(nn_partition_iid(&part, &train, 4, 3, &err) == SIM_OK);
+    CHECK(nn_arch_build(&arch, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
+    fl_config cfg = {"fedavg", 1, 0, 16, 0.05, 0.5, 0, 0, 1, 0, 1};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0};
+    size_t nf = arch.layout.n_floats;
+
+    /* FedProx with mu = 0 sends exactly FedAvg's update */
+    fl_worker w;
+    fl_worker_init(&w);
+    void *sa = fl_fedavg.server_new(&env, &err), *sp = fl_fedprox.server_new(&env, &err);
+    fl_result ra, rp;
+    train_job(&fl_fedavg, &env, sa, 1, &ra, &w);
+    train_job(&fl_fedprox, &env, sp, 1, &rp, &w);
+    CHECK(ra.up.size == rp.up.size && !memcmp(ra.up.data, rp.up.data, ra.up.size));
+    CHECK(ra.up_bytes == ra.up.size && ra.steps == (part.n[1] + 15) / 16);
+    /* ... and mu > 0 pulls the client back toward the global model: a smaller update */
+    cfg.mu = 1.0;
+    fl_result rp2;
+    train_job(&fl_fedprox, &env, sp, 1, &rp2, &w);
+    float *da = malloc(nf * 4), *dp = malloc(nf * 4);
+    CHECK(nn_unpack_params(da, &arch, ra.up.data, ra.up.size, "a", &err) == SIM_OK);
+    CHECK(nn_unpack_params(dp, &arch, rp2.up.data, rp2.up.size, "p", &err) == SIM_OK);
+    double na = 0, np = 0;
+    for (size_t j = 0; j < nf; j++)
+        na += (double)da[j] * da[j], np += (double)dp[j] * dp[j];
+    CHECK_MSG(np < na, "FedProx update norm %g < FedAvg's %g", np, na);
+    cfg.mu = 0;
+
+    /* aggregating the same update twice (any weights) applies exactly that update */
+    nn_model g0, g1;
+    nn_model_init(&g0, &arch, 1);
+    nn_model_init(&g1, &arch, 1);
+    fl_fedavg.eval_params(sa, -1, NULL, 0, &g0);
+    CHECK(fl_fedavg.server_absorb(sa, 1, ra.up.data, ra.up.size, 3, 3, &err) == SIM_OK);
+    CHECK(fl_fedavg.server_absorb(sa, 2, ra.up.data, ra.up.size, 5, 5, &err) == SIM_OK);
+    fl_fedavg.server_aggregate(sa);
+    fl_fedavg.eval_params(sa, -1, NULL, 0, &g1);
+    double worst = 0;
+    for (size_t j = 0; j < nf; j++)
+        worst = fmax(worst, fabs((double)g1.params[j] - ((double)g0.params[j] + da[j])));
+    CHECK_MSG(worst < 1e-6, "identical updates aggregate to that update (off by %g)", worst);
+
+    /* a malformed update is rejected and changes nothing */
+    CHECK(fl_fedavg.server_absorb(sa, 1, ra.up.data, ra.up.size / 2, 1, 1, &err) == SIM_EFORMAT);
+
+    /* one client, one step of plain SGD: FedAvg's new global model is that SGD step */
+    fl_config one = cfg;
+    one.local_steps = 1;
+    one.momentum = 0;
+    fl_env env1 = env;
+    env1.cfg = &one;
+    void *s1 = fl_fedavg.server_new(&env1, &err);
+    fl_result r1;
+    train_job(&fl_fedavg, &env1, s1, 0, &r1, &w);
+    CHECK(fl_fedavg.server_absorb(s1, 0, r1.up.data, r1.up.size, part.n[0], part.n[0], &err) ==
+          SIM_OK);
+    fl_fedavg.server_aggregate(s1);
+    fl_fedavg.eval_params(s1, -1, NULL, 0, &g1);
+    nn_model m;
+    nn_model_init(&m, &arch, 16);
+    fl_init_params(&m, &env1); /* the same initial model */
+    sim_rng r;
+    sim_rng_seed(&r, env.seed, SIM_RNG_BATCHES, 0); /* client 0, round 0 */
+    nn_batcher b;
+    nn_batcher_init(&b, &train, part.idx[0], part.n[0], 16, 0, &r);
+    int B = nn_batcher_next(&b);
+    nn_sgd opt = {(float)one.lr, 0, 0, 0};
+    nn_model_train_step(&m, &opt, b.x, b.y, B);
+    worst = 0;
+    for (size_t j = 0; j < nf; j++)
+        worst = fmax(worst, fabs((double)g1.params[j] - (double)m.params[j]));
+    CHECK_MSG(worst < 1e-6, "FedAvg(1 client, 1 step) = SGD (off by %g)", worst);
+    nn_batcher_destroy(&b);
+
+    /* cost-only reports exactly what real training executed */
+    fl_env envc = env;
+    envc.cost_only = 1;
+    fl_result rc;
+    fl_job job = {1, 0, NULL, 0, NULL, 0};
+    fl_result_init(&rc);
+    CHECK(fl_fedavg.client_train(&envc, &job, &w, &rc, &err) == SIM_OK);
+    CHECK_MSG(rc.cost.flops == ra.cost.flops, "cost-only %g FLOPs, real %g", rc.cost.flops,
+              ra.cost.flops);
+    CHECK(rc.up_bytes == ra.up_bytes && rc.up.size == 0);
+
+    /* local-only: nothing to send, the model stays with the client */
+    void *sl = fl_local.server_new(&env, &err);
+    fl_result rl;
+    train_job(&fl_local, &env, sl, 2, &rl, &w);
+    CHECK(fl_local.job_down(sl, 2, NULL) == 0 && rl.up_bytes == 0 && rl.priv.size > 0);
+    fl_local.eval_params(sl, 2, rl.priv.data, rl.priv.size, &g1);
+    nn_model_init_params(&g0, &r); /* anything else */
+    CHECK(nn_unpack_params(g0.params, &arch, rl.priv.data, rl.priv.size, "priv", &err) == SIM_OK);
+    CHECK(!memcmp(g0.params, g1.params, nf * 4));
+    CHECK(!fl_local.has_global && fl_fedavg.has_global);
+
+    fl_result_destroy(&ra), fl_result_destroy(&rp), fl_result_destroy(&rp2);
+    fl_result_destroy(&r1), fl_result_destroy(&rc), fl_result_destroy(&rl);
+    fl_fedavg.server_free(sa), fl_fedprox.server_free(sp), fl_fedavg.server_free(s1);
+    fl_local.server_free(sl);
+    nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&m);
+    fl_worker_destroy(&w);
+    free(da), free(dp);
+    CHECK(fl_algo_find("fedprox") == &fl_fedprox && fl_algo_find("nope") == NULL);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&train);
+    nn_dataset_destroy(&test);
+    return CHECK_DONE();
+}
