@@ -152,6 +152,14 @@ static void add_simple(nn_arch *a, nn_op op)
     }
 }
 
+/* conv + ReLU + 2×2 max-pool, the block every CNN here is made of */
+static void add_conv_block(nn_arch *a, const char *name, int out, int k, int pad, int bias)
+{
+    add_conv(a, name, out, k, pad, bias);
+    add_simple(a, NN_RELU);
+    add_simple(a, NN_MAXPOOL);
+}
+
 /* Batch norm over the features of the layer before (pFedGate's gate normalizes this way). */
 static void add_bn(nn_arch *a, int idx)
 {
@@ -247,12 +255,8 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
         rc = build_mlp(a, "5-32-64-128-32-4", name, 0, err);
     else if (!strcmp(name, "cnn2") || !strcmp(name, "pa3dfl-cnn")) {
         if ((rc = need_image(a, name, 8, err)) == SIM_OK) {
-            add_conv(a, "conv1", 32, 5, 2, 1);
-            add_simple(a, NN_RELU);
-            add_simple(a, NN_MAXPOOL);
-            add_conv(a, "conv2", 64, 5, 2, 1);
-            add_simple(a, NN_RELU);
-            add_simple(a, NN_MAXPOOL);
+            add_conv_block(a, "conv1", 32, 5, 2, 1);
+            add_conv_block(a, "conv2", 64, 5, 2, 1);
             add_simple(a, NN_FLATTEN);
             add_linear(a, "fc1", 512, 1);
             add_simple(a, NN_RELU);
@@ -264,12 +268,8 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
         }
     } else if (!strcmp(name, "lenet5-caffe")) {
         if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
-            add_conv(a, "conv1", 20, 5, 0, 0);
-            add_simple(a, NN_RELU);
-            add_simple(a, NN_MAXPOOL);
-            add_conv(a, "conv2", 50, 5, 0, 0);
-            add_simple(a, NN_RELU);
-            add_simple(a, NN_MAXPOOL);
+            add_conv_block(a, "conv1", 20, 5, 0, 0);
+            add_conv_block(a, "conv2", 50, 5, 0, 0);
             add_simple(a, NN_FLATTEN);
             add_linear(a, "fc3", 500, 0);
             add_simple(a, NN_RELU);
@@ -281,9 +281,7 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
             for (int i = 0; i < 3; i++) {
                 char nm[16];
                 snprintf(nm, sizeof nm, "conv%d", i + 1);
-                add_conv(a, nm, widths[i], 3, 1, 1);
-                add_simple(a, NN_RELU);
-                add_simple(a, NN_MAXPOOL);
+                add_conv_block(a, nm, widths[i], 3, 1, 1);
             }
             add_simple(a, NN_FLATTEN);
             add_linear(a, "head", classes, 1);

@@ -72,10 +72,7 @@ struct sim_engine {
     uint64_t next_job, dispatches;
     int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
-    /* totals */
-    double bytes_up, bytes_down, flops;
-    long jobs, dropped, late, excluded, events;
-    double acc_global, loss_global;
+    sim_totals tot;         /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
     /* outputs */
     FILE *metrics, *clients_f, *events_f;
     msgpack_packer events_pk;
@@ -102,7 +99,7 @@ static int write_events_cb(void *data, const char *buf, size_t len)
  * line in the trace when one is asked for. */
 static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops)
 {
-    e->events++;
+    e->tot.events++;
     if (e->events_f) {
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_array(pk, 6);
@@ -179,7 +176,7 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     cl->job_round = e->round;
     cl->job_id = id;
     cl->jobs++;
-    e->jobs++;
+    e->tot.jobs++;
     e->dispatches++;
     free(cl->up);
     cl->up = NULL;
@@ -198,7 +195,7 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     }
     /* The server sends the whole download at dispatch: its bytes count now. */
     cl->bytes_down += db;
-    e->bytes_down += db;
+    e->tot.bytes_down += db;
     log_event(e, SIM_EV_DISPATCH, c, db, 0);
     sim_time off = dev_avail_next_change(&cl->avail, e->now);
     if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
@@ -251,8 +248,8 @@ static void write_metrics_row(sim_engine *e, double pmean, double p10)
 {
     if (!e->metrics) return;
     fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\n", e->round,
-            sim_time_to_s(e->now), e->bytes_up, e->bytes_down, e->flops, e->acc_global,
-            e->loss_global, pmean, p10, e->participants, e->dropped + e->late);
+            sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops, e->tot.acc_global,
+            e->tot.loss_global, pmean, p10, e->participants, e->tot.dropped + e->tot.late);
     fflush(e->metrics);
 }
 
@@ -277,7 +274,7 @@ static void evaluate(sim_engine *e)
         int nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
                          ? e->spec.eval.test_subset
                          : env->test->n;
-        e->acc_global = nn_evaluate(m, env->test, NULL, nt, &e->loss_global);
+        e->tot.acc_global = nn_evaluate(m, env->test, NULL, nt, &e->tot.loss_global);
     }
     if (e->spec.eval.personalized && env->part->n_test) {
         double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n);
@@ -329,11 +326,11 @@ static void progress(sim_engine *e, int final)
     double el = w - e->wall_start, eta = e->round > 0 ? el * (total - e->round) / e->round : 0;
     char t[32], up[32], down[32];
     sim_format_time(t, sizeof t, e->now);
-    sim_format_bytes(up, sizeof up, e->bytes_up);
-    sim_format_bytes(down, sizeof down, e->bytes_down);
+    sim_format_bytes(up, sizeof up, e->tot.bytes_up);
+    sim_format_bytes(down, sizeof down, e->tot.bytes_down);
     fprintf(stderr, "%s%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs%s",
             tty ? "\r" : "", e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round,
-            total, t, up, down, e->acc_global, el, eta, tty ? "   " : "\n");
+            total, t, up, down, e->tot.acc_global, el, eta, tty ? "   " : "\n");
     if (final && tty) fprintf(stderr, "\n");
 }
 
@@ -509,7 +506,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         return SIM_OK;
     case SIM_EV_TRAIN_DONE:
         cl->flops += cl->job_flops; /* counted when the device has done the work */
-        e->flops += cl->job_flops;
+        e->tot.flops += cl->job_flops;
         if (cl->pending_priv) { /* the device now holds its new private state */
             free(cl->priv);
             cl->priv = cl->pending_priv;
@@ -522,14 +519,14 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     case SIM_EV_UPLOAD_DONE: {
         double ub = message_bytes(e, cl->up_len);
         cl->bytes_up += ub;
-        e->bytes_up += ub;
+        e->tot.bytes_up += ub;
         log_event(e, ev->kind, ev->who, ub, 0);
         goto arrived;
     }
     case SIM_EV_JOB_LOST:
         cl->busy = 0;
         cl->lost++;
-        e->dropped++;
+        e->tot.dropped++;
         free(cl->up);
         cl->up = NULL;
         free(cl->pending_priv);
@@ -562,7 +559,7 @@ arrived:
     }
     if (cl->job_round != e->round || !e->round_open) { /* after its round closed */
         cl->late++;
-        e->late++;
+        e->tot.late++;
         free(cl->up);
         cl->up = NULL;
         log_event(e, SIM_EV_LATE, ev->who, 0, 0);
@@ -631,7 +628,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                       : spec->fed.buffer + 1;
     e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
     e->buf = sim_xcalloc((size_t)cap, sizeof *e->buf);
-    e->acc_global = e->loss_global = NAN;
+    e->tot.acc_global = e->tot.loss_global = NAN;
     e->next_eval_time = spec->eval.every_time;
     sim_queue_init(&e->q);
     fl_worker_init(&e->worker);
@@ -643,7 +640,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         sim_rng_seed(&r, spec->seed, SIM_RNG_AVAIL, (uint64_t)c);
         dev_avail_init(&cl->avail, &spec->devices[c].avail, &r);
         cl->excluded = !dev_fits(&spec->devices[c], e->job_memory);
-        e->excluded += cl->excluded;
+        e->tot.excluded += cl->excluded;
         cl->acc = NAN;
         e->perm[c] = (uint32_t)c;
     }
@@ -721,16 +718,7 @@ void sim_engine_free(sim_engine *e)
 
 void sim_engine_totals(const sim_engine *e, sim_totals *t)
 {
+    *t = e->tot;
     t->now = e->now;
     t->round = e->round;
-    t->bytes_up = e->bytes_up;
-    t->bytes_down = e->bytes_down;
-    t->flops = e->flops;
-    t->jobs = e->jobs;
-    t->dropped = e->dropped;
-    t->late = e->late;
-    t->excluded = e->excluded;
-    t->events = e->events;
-    t->acc_global = e->acc_global;
-    t->loss_global = e->loss_global;
 }
