@@ -72,7 +72,7 @@ struct sim_engine {
     uint64_t next_job, dispatches;
     int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
-    sim_totals tot;         /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
+    sim_totals tot; /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
     /* outputs */
     FILE *metrics, *clients_f, *events_f;
     msgpack_packer events_pk;
@@ -248,8 +248,9 @@ static void write_metrics_row(sim_engine *e, double pmean, double p10)
 {
     if (!e->metrics) return;
     fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\n", e->round,
-            sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops, e->tot.acc_global,
-            e->tot.loss_global, pmean, p10, e->participants, e->tot.dropped + e->tot.late);
+            sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
+            e->tot.acc_global, e->tot.loss_global, pmean, p10, e->participants,
+            e->tot.dropped + e->tot.late);
     fflush(e->metrics);
 }
 
