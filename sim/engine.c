@@ -160,6 +160,11 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     fl_result_init(&res);
     int rc = algo->client_train(&e->spec.env, &job, &e->worker, &res, err);
     msgpack_sbuffer_destroy(&down);
+    if (!rc && !isfinite(res.loss))
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                      "training diverged: client %d's loss is %g in round %d (lower "
+                      "algorithm.lr, or set algorithm.clip)",
+                      c, res.loss, e->round);
     if (rc) {
         fl_result_destroy(&res);
         return rc;

@@ -269,6 +269,18 @@ static void test_async(void)
     free(r.trace);
 }
 
+/* A diverging run stops with a message naming the round and the client. */
+static void test_divergence(void)
+{
+    const char *set[] = {"algorithm.lr=900", "algorithm.local_steps=50"};
+    run r;
+    run_text(&r, base_yaml(), set, 2);
+    CHECK(r.rc != 0);
+    CHECK_MSG(strstr(r.err, "diverged") && strstr(r.err, "client") && strstr(r.err, "round 0"),
+              "divergence message: %s", r.err);
+    free(r.trace);
+}
+
 static void test_staleness_weights(void)
 {
     sim_fed_config f = {0};
@@ -296,6 +308,7 @@ int main(void)
     test_memory_exclusion();
     test_async();
     test_staleness_weights();
+    test_divergence();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
