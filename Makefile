@@ -32,7 +32,7 @@ ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
 
 $(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion
 
-LIB_SRC := $(filter-out sim/main.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c))
+LIB_SRC := $(filter-out sim/main.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench/bench_*.c))
@@ -84,7 +84,7 @@ run-tests: $(TEST_BIN) $(BUILD)/fedsim
 run-bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; done
 
-SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] tests/*.[ch] tests/bench/*.[ch])
+SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] plots/*.[ch] tests/*.[ch] tests/bench/*.[ch])
 check-format:
 	clang-format --dry-run --Werror $(SRC_ALL)
 format:
@@ -93,12 +93,19 @@ format:
 # Every exported symbol carries its folder's prefix (SQLite's checksymbols).
 check-symbols: $(LIB_OBJ)
 	@bad=$$(nm -g --defined-only $(LIB_OBJ) | awk 'NF==3{print $$3}' \
-	   | grep -Ev '^(sim|nn|dev|fl)_|^__odr_asan' || true); \
+	   | grep -Ev '^(sim|nn|dev|fl|plot)_|^__odr_asan' || true); \
 	 if [ -n "$$bad" ]; then echo "unprefixed exports:"; echo "$$bad"; exit 1; fi
 
 # Includes point downward; sim/base.h, rng.h, units.h and yaml.h are leaves any layer may use.
+# plots/ sits beside the engine (sim/main.c wires them): it may use only base, units and yaml.
 LEAF := sim/\(base\|rng\|units\|yaml\)\.h
+PLOT_LEAF := sim/\(base\|units\|yaml\)\.h
 check-layers:
+	@if grep -n '#include "\(algos\|devices\|nn\)/' /dev/null $(wildcard plots/*.[ch]); then exit 1; fi
+	@if grep -n '#include "sim/' /dev/null $(wildcard plots/*.[ch]) \
+	    | grep -v '"$(PLOT_LEAF)"'; then echo "plots/ may include only sim/base.h, units.h, yaml.h"; exit 1; fi
+	@if grep -n '#include "plots/' /dev/null $(wildcard nn/*.[ch] devices/*.[ch] algos/*.[ch] sim/*.[ch]) \
+	    | grep -v '^sim/main.c:'; then echo "only sim/main.c uses plots/"; exit 1; fi
 	@if grep -n '#include "\(algos\|devices\)/' /dev/null $(wildcard nn/*.[ch]); then exit 1; fi
 	@if grep -n '#include "\(algos\|nn\)/' /dev/null $(wildcard devices/*.[ch]); then exit 1; fi
 	@if grep -n '#include "sim/' /dev/null $(wildcard nn/*.[ch] devices/*.[ch] algos/*.[ch]) \

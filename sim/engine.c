@@ -36,8 +36,9 @@ typedef struct sim_client {
     size_t priv_len;
     void *pending_priv; /* the job's new private state until its training ends (owned) */
     size_t pending_priv_len;
-    double weight;    /* training samples (FedAvg weight) */
-    double job_flops; /* FLOPs the current job executed */
+    double weight;                                   /* training samples (FedAvg weight) */
+    double job_flops;                                /* FLOPs the current job executed */
+    sim_time job_start, job_down_end, job_train_end; /* the current job's phases (timeline) */
     /* statistics for clients.tsv */
     int jobs, completed, lost, late;
     double bytes_up, bytes_down, flops;
@@ -74,7 +75,7 @@ struct sim_engine {
     sim_time next_eval_time;
     sim_totals tot; /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
     /* outputs */
-    FILE *metrics, *clients_f, *events_f;
+    FILE *metrics, *clients_f, *events_f, *timeline_f;
     msgpack_packer events_pk;
     double wall_start, wall_last;
     int done;
@@ -114,6 +115,23 @@ static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double
         fprintf(e->spec.trace, "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
                 sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
                 who >= 0 ? e->c[who].job_round : -1, bytes, flops);
+}
+
+/* One job phase of client c in timeline.tsv, written when it ends (finished, lost or late). */
+static void timeline_row(sim_engine *e, int32_t c, const char *phase, sim_time start,
+                         const char *outcome)
+{
+    if (!e->timeline_f) return;
+    fprintf(e->timeline_f, "%d\t%d\t%s\t%.9f\t%.9f\t%s\n", c, e->c[c].job_round, phase,
+            sim_time_to_s(start), sim_time_to_s(e->now), outcome);
+}
+
+/* Flush what observers read, then let them look (engine.h: on_tick). */
+static void tick(sim_engine *e, int final)
+{
+    if (!e->spec.on_tick) return;
+    if (e->timeline_f) fflush(e->timeline_f);
+    e->spec.on_tick(e->spec.tick_arg, e->round, final);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -210,6 +228,9 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     cl->busy_ns += end - e->now;
     if (t_down <= end) schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
     cl->job_flops = res.cost.flops;
+    cl->job_start = e->now;
+    cl->job_down_end = t_down;
+    cl->job_train_end = t_train;
     if (t_train <= end) schedule(e, t_train, SIM_EV_TRAIN_DONE, c, id);
     if (off < t_up)
         schedule(e, off, SIM_EV_JOB_LOST, c, id);
@@ -374,6 +395,7 @@ static int close_round(sim_engine *e, sim_err *err)
     log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
     maybe_evaluate(e, e->round == e->spec.fed.rounds);
     progress(e, 0);
+    tick(e, 0);
     if (e->round >= e->spec.fed.rounds) {
         e->done = 1;
         return SIM_OK;
@@ -492,6 +514,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
     log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
     maybe_evaluate(e, e->round == f->rounds);
     progress(e, 0);
+    tick(e, 0);
     if (e->round >= f->rounds) e->done = 1;
     return SIM_OK;
 }
@@ -509,6 +532,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         return start_round(e, err);
     case SIM_EV_DOWNLOAD_DONE:
         log_event(e, ev->kind, ev->who, 0, 0);
+        timeline_row(e, ev->who, "download", cl->job_start, "ok");
         return SIM_OK;
     case SIM_EV_TRAIN_DONE:
         cl->flops += cl->job_flops; /* counted when the device has done the work */
@@ -520,6 +544,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
             cl->pending_priv = NULL;
         }
         log_event(e, ev->kind, ev->who, 0, cl->job_flops);
+        timeline_row(e, ev->who, "train", cl->job_down_end, "ok");
         if (cl->up_len == 0) goto arrived; /* nothing to upload (local training only) */
         return SIM_OK;
     case SIM_EV_UPLOAD_DONE: {
@@ -538,6 +563,14 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         free(cl->pending_priv);
         cl->pending_priv = NULL;
         log_event(e, ev->kind, ev->who, 0, 0);
+        timeline_row(e, ev->who,
+                     e->now < cl->job_down_end    ? "download"
+                     : e->now < cl->job_train_end ? "train"
+                                                  : "upload",
+                     e->now < cl->job_down_end    ? cl->job_start
+                     : e->now < cl->job_train_end ? cl->job_down_end
+                                                  : cl->job_train_end,
+                     "lost");
         if (f->mode == SIM_ASYNC) {
             e->in_flight--;
             return async_fill(e, err);
@@ -558,12 +591,14 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
 arrived:
     cl->busy = 0;
     cl->completed++;
+    int late = f->mode == SIM_SYNC && (cl->job_round != e->round || !e->round_open);
+    if (cl->up_len) timeline_row(e, ev->who, "upload", cl->job_train_end, late ? "late" : "ok");
     if (f->mode == SIM_ASYNC) {
         e->in_flight--;
         int rc = async_arrival(e, ev->who, err);
         return rc ? rc : e->done ? SIM_OK : async_fill(e, err);
     }
-    if (cl->job_round != e->round || !e->round_open) { /* after its round closed */
+    if (late) { /* after its round closed */
         cl->late++;
         e->tot.late++;
         free(cl->up);
@@ -606,6 +641,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         }
         fflush(e->clients_f);
     }
+    tick(e, 1);
     return rc;
 }
 
@@ -656,7 +692,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (!rc && spec->out_dir) {
         if (!(e->metrics = open_out(spec->out_dir, "metrics.tsv", err)) ||
             !(e->clients_f = open_out(spec->out_dir, "clients.tsv", err)) ||
-            !(e->events_f = open_out(spec->out_dir, "events.msgpack", err)))
+            !(e->events_f = open_out(spec->out_dir, "events.msgpack", err)) ||
+            !(e->timeline_f = open_out(spec->out_dir, "timeline.tsv", err)))
             rc = SIM_EIO;
     }
     if (rc) {
@@ -668,6 +705,13 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                 (unsigned long long)spec->seed, spec->algo->name, e->n);
         fprintf(e->metrics, "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
                             "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\n");
+    }
+    if (e->timeline_f) {
+        fprintf(e->timeline_f,
+                "# fedsim run %s: one row per job phase that ended (ok, lost, or "
+                "late: uploaded after its round closed)\n",
+                spec->name);
+        fprintf(e->timeline_f, "client\tround\tphase\tstart_s\tend_s\toutcome\n");
     }
     if (e->clients_f)
         fprintf(e->clients_f, "client\tdevice\texcluded\tjobs\tcompleted\tlost\tlate\tbytes_up\t"
@@ -719,6 +763,7 @@ void sim_engine_free(sim_engine *e)
     if (e->metrics) fclose(e->metrics);
     if (e->clients_f) fclose(e->clients_f);
     if (e->events_f) fclose(e->events_f);
+    if (e->timeline_f) fclose(e->timeline_f);
     free(e);
 }
 

@@ -9,6 +9,10 @@
  * change a result (the lookahead rule of DESIGN.md §4). Updates are absorbed in client-id order.
  * Availability is queried lazily (a client's process is advanced only when the engine looks at
  * it), so a million mostly idle clients cost nothing per event.
+ *
+ * The run folder gets metrics.tsv, clients.tsv, events.msgpack and timeline.tsv (one row per job
+ * phase a device finished or lost: client, round, phase, start_s, end_s, outcome), which the
+ * per-client timeline plot draws.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -56,6 +60,11 @@ typedef struct sim_run_spec {
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
     int quiet;            /* no progress line */
     FILE *trace;          /* if non-NULL, every event as one text line (golden tests) */
+    /* Called after every aggregation (final = 0) and once at the end (final = 1), after the
+     * output files are flushed, so an observer (the live plots) may read them. It must not
+     * change anything the run computes; it throttles itself. NULL = none. */
+    void (*on_tick)(void *arg, int round, int final); /* round: rounds completed */
+    void *tick_arg;
 } sim_run_spec;
 
 typedef struct sim_engine sim_engine;

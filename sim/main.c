@@ -1,4 +1,4 @@
-/* sim/main.c -- the fedsim command line: run, check, devices, events, train.
+/* sim/main.c -- the fedsim command line: run, check, sweep, plot, devices, events, train.
  *
  * Errors print as "fedsim: file:line:col: message" and exit with status 2; a run that fails
  * midway keeps the outputs written so far.
@@ -8,6 +8,7 @@
 #include "nn/model.h"
 #include "nn/pack.h"
 #include "nn/train.h"
+#include "plots/plot.h"
 #include "sim/base.h"
 #include "sim/engine.h"
 #include "sim/rng.h"
@@ -30,15 +31,29 @@ static const char usage[] =
         "\n"
         "commands:\n"
         "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
-        "             [--trace FILE]\n"
+        "             [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
         "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml "
         "(resolved),\n"
-        "             metrics.tsv, clients.tsv, events.msgpack. --set overrides any key\n"
+        "             metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that\n"
+        "             gnuplot refreshes every 5 s while it runs [png]: acc_time (accuracy vs\n"
+        "             simulated time), acc_bytes (vs bytes up + down; --plot-logx: log axis),\n"
+        "             timeline (per-client download/train/upload bars of the last N rounds\n"
+        "             [5], lost and late jobs marked). --set overrides any key\n"
         "             (e.g. --set federation.per_round=20); --cost-only skips the math and\n"
         "             reports the FLOPs and bytes the jobs would have; --trace writes every\n"
         "             event as a line of text\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
+        "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
+        "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...]\n"
+        "             one run per point of the grid of --vary values, in DIR/key=value,...\n"
+        "             [runs/sweep-SCENARIO]; then DIR/summary.tsv (final accuracy, simulated\n"
+        "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots\n"
+        "  plot RUN_DIR... [--out DIR] [--target ACC] [--plots FORMAT] [--plot-window N]\n"
+        "             [--plot-logx]\n"
+        "             redraw one run's plots [into its folder], or overlay several runs\n"
+        "             [into plots-out]: acc_time, acc_bytes, and to_target (bars of the time\n"
+        "             and bytes each run took to reach ACC [0.7])\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -245,32 +260,57 @@ static int print_err(const sim_err *err)
     return die(msg);
 }
 
+enum { MAX_SETS = 64, MAX_VARY = 8 };
+
 typedef struct run_opts {
-    const char *scenario, *out, *trace, *sets[64];
-    int n_sets, quiet, cost_only, have_seed;
+    const char *scenario, *out, *trace, *sets[MAX_SETS], *vary[MAX_VARY];
+    int n_sets, n_vary, quiet, cost_only, have_seed;
     unsigned long long seed;
+    plot_opts plots;
 } run_opts;
 
-static int parse_run(run_opts *o, int argc, char **argv, int allow_out)
+enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP };
+
+/* Parse the options of check, run or sweep (what = OPTS_*). */
+static int parse_run(run_opts *o, int argc, char **argv, int what)
 {
     memset(o, 0, sizeof *o);
+    plot_opts_default(&o->plots);
+    int runs = what != OPTS_CHECK;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-q") && allow_out) {
+        if (!strcmp(a, "-q") && runs) {
             o->quiet = 1;
-        } else if (!strcmp(a, "--cost-only") && allow_out) {
+        } else if (!strcmp(a, "--cost-only") && runs) {
             o->cost_only = 1;
+        } else if (!strcmp(a, "--plot-logx") && runs) {
+            o->plots.log_x = 1;
         } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
-                    !strcmp(a, "--trace")) &&
+                    !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
+                    !strcmp(a, "--vary") || !strcmp(a, "--target")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
+            double x;
             if (!strcmp(a, "--set")) {
-                if (o->n_sets == 64) return die("too many --set options (64 at most)");
+                if (o->n_sets == MAX_SETS - 2) return die("too many --set options (62 at most)");
                 o->sets[o->n_sets++] = v;
-            } else if (!strcmp(a, "--out") && allow_out) {
+            } else if (!strcmp(a, "--out") && runs) {
                 o->out = v;
-            } else if (!strcmp(a, "--trace") && allow_out) {
+            } else if (!strcmp(a, "--trace") && what == OPTS_RUN) {
                 o->trace = v;
+            } else if (!strcmp(a, "--plots") && runs) {
+                if ((o->plots.format = plot_format_parse(v)) < 0)
+                    return die("--plots: expected png, svg, pdf or none");
+            } else if (!strcmp(a, "--plot-window") && runs) {
+                if (parse_num(a, v, 1, 1e6, &x)) return 2;
+                o->plots.window = (int)x;
+            } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
+                if (parse_num(a, v, 0, 1, &o->plots.target)) return 2;
+            } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
+                if (o->n_vary == MAX_VARY) return die("too many --vary options (8 at most)");
+                if (!strchr(v, '=') || strchr(v, '=') == v)
+                    return die("--vary: expected key=value1,value2,...");
+                o->vary[o->n_vary++] = v;
             } else if (!strcmp(a, "--seed")) {
                 char *end;
                 o->seed = strtoull(v, &end, 10);
@@ -288,19 +328,24 @@ static int parse_run(run_opts *o, int argc, char **argv, int allow_out)
         }
     }
     if (!o->scenario) return die("which scenario? (fedsim run SCENARIO.yaml)");
+    if (what == OPTS_SWEEP && !o->n_vary)
+        return die("sweep: what to vary? (--vary key=value1,value2,...)");
     return 0;
 }
 
-/* Load with --seed and --cost-only folded in as --set overrides. */
-static int load_scenario(sim_scenario *sc, run_opts *o, sim_err *err)
+/* Load with --seed and --cost-only folded in as --set overrides (o->sets has room for both). */
+static int load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err)
 {
+    const char *sets[MAX_SETS];
+    int n = o->n_sets;
+    memcpy(sets, o->sets, sizeof(char *) * (size_t)n);
     char seed_set[64];
     if (o->have_seed) {
         snprintf(seed_set, sizeof seed_set, "seed=%llu", o->seed);
-        o->sets[o->n_sets++] = seed_set;
+        sets[n++] = seed_set;
     }
-    if (o->cost_only) o->sets[o->n_sets++] = "cost_only=true";
-    return sim_scenario_load(sc, o->scenario, o->sets, o->n_sets, err);
+    if (o->cost_only) sets[n++] = "cost_only=true";
+    return sim_scenario_load(sc, o->scenario, sets, n, err);
 }
 
 static int mkdirs(const char *path)
@@ -316,25 +361,30 @@ static int mkdirs(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-static int cmd_run(int argc, char **argv)
+static void gnuplot_missing(void)
 {
-    run_opts o;
-    int rc = parse_run(&o, argc, argv, 1);
-    if (rc) return rc;
+    fprintf(stderr, "fedsim: gnuplot is not on PATH, so no plots (apt-get install gnuplot-nox; "
+                    "then fedsim plot RUN_DIR draws them)\n");
+}
+
+/* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
+ * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
+ * while the run goes on; they only read the files the run writes. */
+static int run_one(const run_opts *o, char *out, size_t out_size)
+{
     sim_err err = {0};
     sim_scenario sc;
-    if (load_scenario(&sc, &o, &err)) return print_err(&err);
-    char out[1024];
-    if (o.out)
-        snprintf(out, sizeof out, "%s", o.out);
+    if (load_scenario(&sc, o, &err)) return print_err(&err);
+    if (o->out)
+        snprintf(out, out_size, "%s", o->out);
     else
-        snprintf(out, sizeof out, "runs/%s-%llu", sc.name, (unsigned long long)sc.spec.seed);
+        snprintf(out, out_size, "runs/%s-%llu", sc.name, (unsigned long long)sc.spec.seed);
     if (mkdirs(out)) {
         sim_scenario_destroy(&sc);
         fprintf(stderr, "fedsim: %s: cannot create the run folder: %s\n", out, strerror(errno));
         return 2;
     }
-    char path[1200];
+    char path[1700];
     snprintf(path, sizeof path, "%s/scenario.yaml", out);
     FILE *f = fopen(path, "w");
     if (!f || sim_yaml_write(sc.doc, f, &err)) {
@@ -345,31 +395,43 @@ static int cmd_run(int argc, char **argv)
     }
     fclose(f);
     sc.spec.out_dir = out;
-    sc.spec.quiet = o.quiet;
+    sc.spec.quiet = o->quiet;
     FILE *trace = NULL;
-    if (o.trace && !(trace = fopen(o.trace, "w"))) {
+    if (o->trace && !(trace = fopen(o->trace, "w"))) {
         sim_scenario_destroy(&sc);
-        fprintf(stderr, "fedsim: %s: cannot create: %s\n", o.trace, strerror(errno));
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", o->trace, strerror(errno));
         return 2;
     }
     sc.spec.trace = trace;
     openblas_set_num_threads(1);
+    plot_proc *gp = NULL;
+    plot_live live;
+    if (o->plots.format != PLOT_NONE) {
+        if (!(gp = plot_open())) gnuplot_missing();
+        plot_live_init(&live, gp, &o->plots, out);
+        sc.spec.on_tick = plot_live_tick;
+        sc.spec.tick_arg = &live;
+    }
     sim_engine *e;
     if (sim_engine_new(&e, &sc.spec, &err)) {
+        plot_close(gp);
         if (trace) fclose(trace);
         sim_scenario_destroy(&sc);
         return print_err(&err);
     }
-    if (!o.quiet)
+    if (!o->quiet)
         fprintf(stderr, "fedsim: %s: %d clients, %s, %s, %d %s; outputs in %s/\n", sc.name,
                 sc.spec.n_clients, sc.model, sc.spec.algo->name, sc.spec.fed.rounds,
                 sc.spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
-    rc = sim_engine_run(e, &err);
+    int rc = sim_engine_run(e, &err);
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
     if (trace) fclose(trace);
     sim_scenario_destroy(&sc);
+    /* the only wait on gnuplot: until it has written the final plots */
+    if (gp && plot_close(gp))
+        fprintf(stderr, "fedsim: gnuplot reported errors (above); the run's results are intact\n");
     if (rc) {
         print_err(&err);
         fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
@@ -382,13 +444,27 @@ static int cmd_run(int argc, char **argv)
     printf("%s: %d rounds in %s simulated; up %s, down %s; %ld jobs, %ld lost, %ld late, "
            "%ld clients excluded (memory); final accuracy %.4f\nmetrics: %s/metrics.tsv\n",
            out, t.round, ts, up, down, t.jobs, t.dropped, t.late, t.excluded, t.acc_global, out);
+    if (gp) {
+        const char *x = plot_format_ext(o->plots.format);
+        printf("plots: %s/acc_time.%s, acc_bytes.%s, timeline.%s\n", out, x, x, x);
+    }
+    fflush(stdout);
     return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_run(&o, argc, argv, OPTS_RUN);
+    if (rc) return rc;
+    char out[1600];
+    return run_one(&o, out, sizeof out);
 }
 
 static int cmd_check(int argc, char **argv)
 {
     run_opts o;
-    int rc = parse_run(&o, argc, argv, 0);
+    int rc = parse_run(&o, argc, argv, OPTS_CHECK);
     if (rc) return rc;
     sim_err err = {0};
     sim_scenario sc;
@@ -523,6 +599,204 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* plot, sweep */
+
+static int cmd_plot(int argc, char **argv)
+{
+    plot_opts po;
+    plot_opts_default(&po);
+    const char *out = NULL;
+    const char **dirs = sim_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof *dirs);
+    int n = 0, rc = 0;
+    double x;
+    for (int i = 0; i < argc && !rc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--plot-logx")) {
+            po.log_x = 1;
+        } else if (!strcmp(a, "--out") && v) {
+            out = v, i++;
+        } else if (!strcmp(a, "--target") && v) {
+            rc = parse_num(a, v, 0, 1, &po.target) ? 2 : 0, i++;
+        } else if (!strcmp(a, "--plot-window") && v) {
+            rc = parse_num(a, v, 1, 1e6, &x) ? 2 : 0, po.window = (int)x, i++;
+        } else if (!strcmp(a, "--plots") && v) {
+            if ((po.format = plot_format_parse(v)) <= 0)
+                rc = die("--plots: expected png, svg or pdf");
+            i++;
+        } else if (a[0] != '-') {
+            dirs[n++] = a;
+        } else {
+            fprintf(stderr, "fedsim plot: unexpected argument '%s' (see fedsim help)\n", a);
+            rc = 2;
+        }
+    }
+    if (!rc && !n) rc = die("usage: fedsim plot RUN_DIR... [--out DIR] [--target ACC]");
+    plot_proc *gp = NULL;
+    if (!rc && !(gp = plot_open())) {
+        gnuplot_missing();
+        rc = 2;
+    }
+    if (!out) out = n == 1 ? dirs[0] : "plots-out";
+    if (!rc && mkdirs(out)) {
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", out, strerror(errno));
+        rc = 2;
+    }
+    sim_err err = {0};
+    if (!rc && (n == 1 ? plot_run(gp, &po, dirs[0], out, &err)
+                       : plot_overlay(gp, &po, out, n, dirs, NULL, &err)))
+        rc = print_err(&err);
+    if (plot_close(gp) && !rc) rc = die("gnuplot reported errors (above)");
+    if (!rc) printf("plots in %s/\n", out);
+    free(dirs);
+    return rc;
+}
+
+/* Split a --vary list at top-level commas (a value may be a YAML flow list or map). */
+static int split_values(char *s, char **v, int max)
+{
+    int n = 0, depth = 0;
+    v[n++] = s;
+    for (char *p = s; *p; p++) {
+        if (*p == '[' || *p == '{') depth++;
+        if ((*p == ']' || *p == '}') && depth > 0) depth--;
+        if (*p == ',' && !depth) {
+            if (n == max) return -1;
+            *p = 0;
+            v[n++] = p + 1;
+        }
+    }
+    return n;
+}
+
+enum { MAX_VALUES = 64 };
+
+static int cmd_sweep(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_run(&o, argc, argv, OPTS_SWEEP);
+    if (rc) return rc;
+    if (o.n_sets + o.n_vary > MAX_SETS - 2) return die("too many --set and --vary options");
+    /* the grid: key k takes values val[k][0..nval[k]) */
+    char *keys[MAX_VARY], *copy[MAX_VARY], *val[MAX_VARY][MAX_VALUES];
+    int nval[MAX_VARY];
+    long points = 1;
+    for (int k = 0; k < o.n_vary; k++) {
+        copy[k] = sim_xstrdup(o.vary[k]);
+        char *eq = strchr(copy[k], '=');
+        *eq = 0;
+        keys[k] = copy[k];
+        nval[k] = split_values(eq + 1, val[k], MAX_VALUES);
+        if (nval[k] < 0 && !rc) rc = die("--vary: 64 values per key at most");
+        points *= nval[k] > 0 ? nval[k] : 1;
+    }
+    if (!rc && points > 1000) rc = die("sweep: more than 1000 grid points");
+    char dir[1024];
+    if (o.out) {
+        snprintf(dir, sizeof dir, "%s", o.out);
+    } else {
+        const char *b = strrchr(o.scenario, '/');
+        b = b ? b + 1 : o.scenario;
+        snprintf(dir, sizeof dir, "runs/sweep-%.*s", (int)strcspn(b, "."), b);
+    }
+    if (!rc && mkdirs(dir)) {
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", dir, strerror(errno));
+        rc = 2;
+    }
+    char(*label)[512] = sim_xcalloc((size_t)points, sizeof *label);
+    char(*run_dir)[1600] = sim_xcalloc((size_t)points, sizeof *run_dir);
+    char(*set)[MAX_VARY][1024] = sim_xcalloc((size_t)points, sizeof *set);
+    for (long p = 0; p < points && !rc; p++) {
+        run_opts po = o;
+        po.out = NULL;
+        long rest = p;
+        for (int k = o.n_vary - 1; k >= 0; k--) { /* the last --vary changes fastest */
+            int i = (int)(rest % nval[k]);
+            rest /= nval[k];
+            snprintf(set[p][k], sizeof set[p][k], "%s=%s", keys[k], val[k][i]);
+        }
+        for (int k = 0; k < o.n_vary; k++) {
+            po.sets[po.n_sets++] = set[p][k];
+            size_t len = strlen(label[p]);
+            snprintf(label[p] + len, sizeof label[p] - len, "%s%s", k ? "," : "", set[p][k]);
+        }
+        /* the folder: the label, with no '/' (a value may be a path) */
+        char name[512];
+        snprintf(name, sizeof name, "%s", label[p]);
+        for (char *c = name; *c; c++)
+            if (*c == '/' || (unsigned char)*c < 0x20) *c = '_';
+        snprintf(run_dir[p], sizeof run_dir[p], "%s/%s", dir, name);
+        po.out = run_dir[p];
+        if (!o.quiet) fprintf(stderr, "fedsim: sweep point %ld/%ld: %s\n", p + 1, points, label[p]);
+        char out[1600];
+        rc = run_one(&po, out, sizeof out);
+    }
+    /* summary.tsv: one row per point */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/summary.tsv", dir);
+    FILE *f = !rc ? fopen(path, "w") : NULL;
+    if (!rc && !f) {
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", path, strerror(errno));
+        rc = 2;
+    }
+    if (f) {
+        fprintf(f, "# fedsim sweep %s: target accuracy %g\n", o.scenario, o.plots.target);
+        fprintf(f, "point\tfinal_acc\ttime_to_target_s\tbytes_to_target\tdropped\n");
+        printf("\n%-40s %9s %14s %14s %8s\n", "point", "final_acc", "time_to_target",
+               "bytes_to_target", "dropped");
+    }
+    for (long p = 0; p < points && f && !rc; p++) {
+        plot_metrics m;
+        sim_err err = {0};
+        if (plot_metrics_load(&m, run_dir[p], &err)) {
+            rc = print_err(&err);
+            break;
+        }
+        double acc = m.n ? plot_metrics_acc(&m, m.n - 1) : NAN, ts, bs;
+        double dropped = m.n ? m.dropped[m.n - 1] : 0;
+        int ok = plot_metrics_to_target(&m, o.plots.target, &ts, &bs);
+        char tcell[32] = "not reached", bcell[32] = "not reached";
+        if (ok) {
+            sim_format_time(tcell, sizeof tcell, (sim_time)(ts * 1e9));
+            sim_format_bytes(bcell, sizeof bcell, bs);
+            fprintf(f, "%s\t%.6f\t%.9f\t%.0f\t%.0f\n", label[p], acc, ts, bs, dropped);
+        } else {
+            fprintf(f, "%s\t%.6f\tNA\tNA\t%.0f\n", label[p], acc, dropped);
+        }
+        printf("%-40s %9.4f %14s %14s %8.0f\n", label[p], acc, tcell, bcell, dropped);
+        plot_metrics_destroy(&m);
+    }
+    if (f) fclose(f);
+    if (!rc) printf("summary: %s\n", path);
+    /* overlay plots of every point */
+    if (!rc && o.plots.format != PLOT_NONE) {
+        plot_proc *gp = plot_open();
+        const char **dirs = sim_xcalloc((size_t)points, sizeof *dirs);
+        const char **names = sim_xcalloc((size_t)points, sizeof *names);
+        for (long p = 0; p < points; p++)
+            dirs[p] = run_dir[p], names[p] = label[p];
+        sim_err err = {0};
+        if (!gp)
+            gnuplot_missing();
+        else if (plot_overlay(gp, &o.plots, dir, (int)points, dirs, names, &err))
+            rc = print_err(&err);
+        if (gp && plot_close(gp))
+            fprintf(stderr, "fedsim: gnuplot reported errors (above)\n");
+        else if (gp && !rc) {
+            const char *x = plot_format_ext(o.plots.format);
+            printf("plots: %s/acc_time.%s, acc_bytes.%s, to_target.%s\n", dir, x, x, x);
+        }
+        free(dirs);
+        free(names);
+    }
+    for (int k = 0; k < o.n_vary; k++)
+        free(copy[k]);
+    free(label);
+    free(run_dir);
+    free(set);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
@@ -532,6 +806,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 2, argv + 2);
     if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
     if (!strcmp(argv[1], "events")) return cmd_events(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);

@@ -224,7 +224,11 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
     }
     default: {
         char dir[512];
-        if ((rc = get_str(&s, "dir", "", dir, sizeof dir, err))) return rc;
+        if ((rc = get_str(&s, "dir", NULL, dir, sizeof dir, err))) return rc;
+        if (!dir[0])
+            return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
+                                 "dataset: cifar10 needs dir (the folder of data_batch_1.bin ... "
+                                 "test_batch.bin)");
         resolve_path(a, sizeof a, sim_yaml_get(s.map, "dir"), dir);
         char paths[5][600];
         const char *pp[5];
@@ -563,7 +567,9 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     if ((rc = nn_arch_build(&sc->arch, sc->model, sc->train.c, sc->train.h, sc->train.w,
                             sc->train.classes, err))) {
         sim_yaml *m = sim_yaml_get(sc->doc, "model");
-        if (m) sim_yaml_fail(m, err, "model: %s", err->msg);
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        if (m) sim_yaml_fail(m, err, "model: %s", why);
         goto fail;
     }
     if ((rc = load_algorithm(sc, &root, err)) || (rc = load_federation(sc, &root, err)) ||

@@ -1,0 +1,670 @@
+/* plots/plot.c -- gnuplot behind a pipe: the run plots, the overlays and the live refresh (see
+ * plot.h).
+ *
+ * Every figure is a self-contained block of gnuplot code ("reset", terminal, output, axes, plot,
+ * "unset output") written into the pipe in one go; gnuplot draws it in its own process while the
+ * run goes on. fedsim reads metrics.tsv and timeline.tsv itself first, so it only asks for curves
+ * that have points (gnuplot would print a warning per empty curve) and picks readable units.
+ * Workload: a refresh every few seconds; metrics.tsv has one row per evaluation, timeline.tsv up
+ * to three rows per job.
+ */
+#define _XOPEN_SOURCE 700 /* fcntl flags, posix_spawn, sigaction with SA_* */
+#include "plots/plot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+void plot_opts_default(plot_opts *o)
+{
+    *o = (plot_opts){PLOT_PNG, 0, 5, 0.7};
+}
+
+int plot_format_parse(const char *s)
+{
+    static const char *const names[] = {"none", "png", "svg", "pdf"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *plot_format_ext(int format)
+{
+    return format == PLOT_SVG ? "svg" : format == PLOT_PDF ? "pdf" : "png";
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* reading the run's TSV files */
+
+/* Split a line in place at tabs (and drop its newline); returns the field count. */
+static int split_tabs(char *line, char **f, int max)
+{
+    line[strcspn(line, "\r\n")] = 0;
+    int n = 0;
+    for (char *p = line; n < max;) {
+        f[n++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    return n;
+}
+
+static int col_index(char **f, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(f[i], name)) return i;
+    return -1;
+}
+
+static double field(char **f, int n, int i)
+{
+    if (i < 0 || i >= n) return NAN;
+    char *end;
+    double v = strtod(f[i], &end);
+    return end == f[i] ? NAN : v;
+}
+
+/* The folder's own name: the legend of a run whose metrics.tsv names none. */
+static void base_name(char *out, size_t n, const char *dir)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    size_t b = len;
+    while (b > 0 && dir[b - 1] != '/')
+        b--;
+    snprintf(out, n, "%.*s", (int)(len - b), dir + b);
+}
+
+int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
+{
+    memset(m, 0, sizeof *m);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.tsv", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open (is it a fedsim run folder?)");
+    base_name(m->name, sizeof m->name, run_dir);
+    char line[4096], *f[32];
+    int cap = 0, header = 0, nf = 0, ln = 0;
+    int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1;
+    while (fgets(line, sizeof line, fp)) {
+        ln++;
+        if (line[0] == '#') {
+            static const char tag[] = "# fedsim run ";
+            if (!strncmp(line, tag, sizeof tag - 1)) {
+                char *name = line + sizeof tag - 1, *end = strstr(name, " seed=");
+                if (!end) end = name + strcspn(name, "\r\n");
+                if (end > name) snprintf(m->name, sizeof m->name, "%.*s", (int)(end - name), name);
+            }
+            continue;
+        }
+        if (!header) {
+            nf = split_tabs(line, f, 32);
+            c_t = col_index(f, nf, "sim_time_s");
+            c_up = col_index(f, nf, "bytes_up");
+            c_down = col_index(f, nf, "bytes_down");
+            c_acc = col_index(f, nf, "acc_global");
+            c_pers = col_index(f, nf, "acc_pers_mean");
+            c_p10 = col_index(f, nf, "acc_pers_p10");
+            c_drop = col_index(f, nf, "dropped");
+            if (c_t < 0 || c_up < 0 || c_down < 0) {
+                fclose(fp);
+                return sim_fail(err, SIM_EFORMAT, path, ln, 0,
+                                "header row lacks sim_time_s, bytes_up or bytes_down");
+            }
+            header = 1;
+            continue;
+        }
+        int k = split_tabs(line, f, 32);
+        if (k < nf) continue; /* a row still being written */
+        if (m->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            double **cols[] = {&m->time_s,   &m->bytes,   &m->acc,
+                               &m->acc_pers, &m->acc_p10, &m->dropped};
+            for (int i = 0; i < 6; i++)
+                *cols[i] = sim_xrealloc(*cols[i], sizeof(double) * (size_t)cap);
+        }
+        int i = m->n++;
+        m->time_s[i] = field(f, k, c_t);
+        m->bytes[i] = field(f, k, c_up) + field(f, k, c_down);
+        m->acc[i] = field(f, k, c_acc);
+        m->acc_pers[i] = field(f, k, c_pers);
+        m->acc_p10[i] = field(f, k, c_p10);
+        m->dropped[i] = field(f, k, c_drop);
+        m->has_global |= !isnan(m->acc[i]);
+        m->has_pers |= !isnan(m->acc_pers[i]);
+        m->has_p10 |= !isnan(m->acc_p10[i]);
+    }
+    fclose(fp);
+    if (!header) return sim_fail(err, SIM_EFORMAT, path, ln, 0, "no header row");
+    return SIM_OK;
+}
+
+void plot_metrics_destroy(plot_metrics *m)
+{
+    if (!m) return;
+    free(m->time_s);
+    free(m->bytes);
+    free(m->acc);
+    free(m->acc_pers);
+    free(m->acc_p10);
+    free(m->dropped);
+    memset(m, 0, sizeof *m);
+}
+
+double plot_metrics_acc(const plot_metrics *m, int i)
+{
+    return m->has_global ? m->acc[i] : m->acc_pers[i];
+}
+
+int plot_metrics_to_target(const plot_metrics *m, double target, double *time_s, double *bytes)
+{
+    for (int i = 0; i < m->n; i++)
+        if (plot_metrics_acc(m, i) >= target) {
+            *time_s = m->time_s[i];
+            *bytes = m->bytes[i];
+            return 1;
+        }
+    *time_s = *bytes = NAN;
+    return 0;
+}
+
+/* What the timeline plot needs from timeline.tsv: the window's rounds and what is in them. */
+typedef struct timeline_scan {
+    int rmin, rmax; /* the window */
+    int cmax;       /* highest client id */
+    long rows, lost, late;
+    double t_max; /* latest phase end in the window, s */
+} timeline_scan;
+
+static int scan_timeline(const char *run_dir, int window, timeline_scan *s)
+{
+    memset(s, 0, sizeof *s);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/timeline.tsv", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    /* per round: rows, lost, late, latest end (rounds are few; jobs are many) */
+    long *cnt = NULL;
+    double *tend = NULL;
+    int cap = 0, rmax = -1, header = 0;
+    char line[512], *f[8];
+    while (fgets(line, sizeof line, fp)) {
+        if (line[0] == '#') continue;
+        if (!header) {
+            header = 1;
+            continue;
+        }
+        if (split_tabs(line, f, 8) < 6) continue;
+        int r = atoi(f[1]), c = atoi(f[0]);
+        if (c > s->cmax) s->cmax = c;
+        if (r < 0 || r > 100000000) continue;
+        if (r >= cap) {
+            int nc = cap ? cap : 64;
+            while (nc <= r)
+                nc *= 2;
+            cnt = sim_xrealloc(cnt, sizeof(long) * 3 * (size_t)nc);
+            tend = sim_xrealloc(tend, sizeof(double) * (size_t)nc);
+            memset(cnt + 3 * cap, 0, sizeof(long) * 3 * (size_t)(nc - cap));
+            for (int i = cap; i < nc; i++)
+                tend[i] = 0;
+            cap = nc;
+        }
+        cnt[3 * r]++;
+        cnt[3 * r + 1] += !strcmp(f[5], "lost");
+        cnt[3 * r + 2] += !strcmp(f[5], "late");
+        double e = atof(f[4]);
+        if (e > tend[r]) tend[r] = e;
+        if (r > rmax) rmax = r;
+    }
+    fclose(fp);
+    s->rmax = rmax;
+    s->rmin = rmax - window + 1 < 0 ? 0 : rmax - window + 1;
+    for (int r = s->rmin; r <= rmax; r++) {
+        s->rows += cnt[3 * r];
+        s->lost += cnt[3 * r + 1];
+        s->late += cnt[3 * r + 2];
+        if (tend[r] > s->t_max) s->t_max = tend[r];
+    }
+    free(cnt);
+    free(tend);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the gnuplot process */
+
+struct plot_proc {
+    FILE *in; /* gnuplot's stdin (owned) */
+    pid_t pid;
+};
+
+int plot_gnuplot_found(void)
+{
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    char buf[4096];
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)n, n ? path : ".");
+        if (!access(buf, X_OK)) return 1;
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+plot_proc *plot_open(void)
+{
+    if (!plot_gnuplot_found()) return NULL;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    int fd[2];
+    if (pipe(fd)) return NULL;
+    /* close-on-exec: a later gnuplot (the next run of a sweep) must not hold this pipe open */
+    fcntl(fd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fd[1], F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[0], 0);
+    char *argv[] = {"gnuplot", NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[0]);
+    if (rc) {
+        close(fd[1]);
+        return NULL;
+    }
+    plot_proc *p = sim_xcalloc(1, sizeof *p);
+    p->in = fdopen(fd[1], "w");
+    p->pid = pid;
+    if (!p->in) {
+        close(fd[1]);
+        waitpid(pid, NULL, 0);
+        free(p);
+        return NULL;
+    }
+    /* gnuplot's own warnings and errors go to its stderr, which is ours */
+    fputs("set print '-'\n", p->in);
+    return p;
+}
+
+int plot_close(plot_proc *p)
+{
+    if (!p) return 0;
+    fclose(p->in);
+    int st = 0;
+    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    free(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void plot_put_str(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\'')
+            fputs("''", f); /* the only escape a single-quoted gnuplot string has */
+        else if (*p < 0x20 || *p == 0x7f)
+            fputc('?', f); /* a newline would end the command */
+        else
+            fputc(*p, f);
+    }
+    fputc('\'', f);
+}
+
+/* name = 'text' */
+static void put_var(FILE *f, const char *name, const char *text)
+{
+    fprintf(f, "%s = ", name);
+    plot_put_str(f, text);
+    fputc('\n', f);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* figures */
+
+static void time_unit(double max_s, double *div, const char **label)
+{
+    if (max_s >= 3 * 3600.0)
+        *div = 3600, *label = "h";
+    else if (max_s >= 600)
+        *div = 60, *label = "min";
+    else
+        *div = 1, *label = "s";
+}
+
+static void bytes_unit(double max, double *div, const char **label)
+{
+    if (max >= 2.0 * (1 << 30))
+        *div = (double)(1 << 30), *label = "GiB";
+    else if (max >= 2.0 * (1 << 20))
+        *div = (double)(1 << 20), *label = "MiB";
+    else
+        *div = 1024, *label = "KiB";
+}
+
+/* Start a figure: clean state, terminal, output file DIR/NAME.EXT, title. */
+static void begin(FILE *f, const plot_opts *o, const char *dir, const char *name, const char *title)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, name, plot_format_ext(o->format));
+    fputs("reset\n", f);
+    if (o->format == PLOT_SVG)
+        fputs("set terminal svg size 1000,600 noenhanced font 'sans,12' background '#ffffff'\n", f);
+    else if (o->format == PLOT_PDF)
+        fputs("set terminal pdfcairo size 8in,4.8in noenhanced font 'sans,10'\n", f);
+    else
+        fputs("set terminal pngcairo size 1000,600 noenhanced font 'sans,11'\n", f);
+    put_var(f, "fedsim_out", path);
+    put_var(f, "fedsim_title", title);
+    fputs("set output fedsim_out\nset title fedsim_title\n"
+          "set datafile separator \"\\t\"\nset grid\nset key bottom right box opaque\n",
+          f);
+}
+
+static void end(FILE *f)
+{
+    fputs("unset output\n", f);
+}
+
+/* The accuracy curves of runs m[0..n) against time (what = 0) or bytes (what = 1). One run: its
+ * global, personalized mean and bottom-decile curves; several: one curve per run. nv holds
+ * (legend, run folder) pairs. */
+static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int what,
+                       const plot_metrics *m, int n, const char *const *nv, const char *title)
+{
+    double xmax = 0;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < m[r].n; i++) {
+            double x = what ? m[r].bytes[i] : m[r].time_s[i];
+            if (x > xmax) xmax = x;
+        }
+    double div;
+    const char *unit;
+    if (what)
+        bytes_unit(xmax, &div, &unit);
+    else
+        time_unit(xmax, &div, &unit);
+    begin(f, o, out_dir, what ? "acc_bytes" : "acc_time", title);
+    if (what)
+        fprintf(f, "set xlabel 'cumulative bytes, up + down (%s%s)'\n", unit,
+                o->log_x ? ", log scale" : "");
+    else
+        fprintf(f, "set xlabel 'simulated time (%s)'\n", unit);
+    fputs("set ylabel 'accuracy (fraction correct)'\nset yrange [0:1]\n", f);
+    if (what && o->log_x)
+        fputs("set logscale x\n", f);
+    else
+        fputs("set xrange [0:*]\n", f);
+    char x[160];
+    if (what)
+        snprintf(x, sizeof x, "((column('bytes_up')+column('bytes_down'))/%.17g)", div);
+    else
+        snprintf(x, sizeof x, "(column('sim_time_s')/%.17g)", div);
+    for (int r = 0; r < n; r++) {
+        char v[32];
+        snprintf(v, sizeof v, "fedsim_f%d", r);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/metrics.tsv", nv[2 * r + 1]);
+        put_var(f, v, path);
+        snprintf(v, sizeof v, "fedsim_n%d", r);
+        put_var(f, v, nv[2 * r]);
+    }
+    const char *sep = "plot ";
+    if (n == 1) {
+        static const struct {
+            const char *col, *title, *style;
+        } c[] = {
+                {"acc_global", "global model, test set", "lw 2 pt 7 ps 0.6 lc rgb '#4e79a7'"},
+                {"acc_pers_mean", "personalized, mean over clients",
+                 "lw 2 pt 5 ps 0.6 lc rgb '#f28e2b'"},
+                {"acc_pers_p10", "personalized, 10th-percentile client",
+                 "lw 1 dt 2 pt 4 ps 0.6 lc rgb '#e15759'"},
+        };
+        int has[3] = {m->has_global, m->has_pers, m->has_p10};
+        for (int i = 0; i < 3; i++) {
+            if (!has[i]) continue;
+            fprintf(f, "%sfedsim_f0 using %s:'%s' with linespoints %s title '%s'", sep, x, c[i].col,
+                    c[i].style, c[i].title);
+            sep = ", \\\n  ";
+        }
+    } else {
+        for (int r = 0; r < n; r++) {
+            if (!m[r].has_global && !m[r].has_pers) continue;
+            fprintf(f,
+                    "%sfedsim_f%d using %s:'%s' with linespoints lw 2 pt %d ps 0.6 title "
+                    "fedsim_n%d",
+                    sep, r, x, m[r].has_global ? "acc_global" : "acc_pers_mean", 5 + r % 9, r);
+            sep = ", \\\n  ";
+        }
+    }
+    fputs("\n", f);
+    end(f);
+}
+
+static void timeline_figure(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
+                            const char *name, const timeline_scan *s)
+{
+    char title[512], path[1200];
+    snprintf(title, sizeof title, "%s: job phases per client, rounds %d-%d", name, s->rmin + 1,
+             s->rmax + 1);
+    begin(f, o, out_dir, "timeline", title);
+    double div;
+    const char *unit;
+    time_unit(s->t_max, &div, &unit);
+    snprintf(path, sizeof path, "%s/timeline.tsv", run_dir);
+    put_var(f, "fedsim_f", path);
+    fprintf(f, "fedsim_rmin = %d\nfedsim_div = %.17g\n", s->rmin, div);
+    fprintf(f, "set xlabel 'simulated time (%s)'\nset ylabel 'client'\n", unit);
+    if (s->cmax < 40) fputs("set ytics 1\n", f); /* else gnuplot's own spacing */
+    fprintf(f, "set yrange [-0.6:%g]\n", s->cmax + 0.6);
+    fputs("set key at screen 0.5,0.01 center bottom horizontal\nset bmargin 6\nset grid noytics\n"
+          "set format y '%.0f'\n"
+          "set style fill solid 0.85 noborder\n"
+          "fedsim_in(p) = column('round') >= fedsim_rmin && strcol('phase') eq p\n"
+          "fedsim_bar(p) = fedsim_in(p) ? column('start_s')/fedsim_div : NaN\n"
+          "fedsim_end(p) = fedsim_in(p) ? column('end_s')/fedsim_div : NaN\n"
+          "fedsim_mark(w) = column('round') >= fedsim_rmin && strcol('outcome') eq w ? "
+          "column('end_s')/fedsim_div : NaN\n",
+          f);
+    static const char *const phase[] = {"download", "train", "upload"};
+    static const char *const color[] = {"#4e79a7", "#f28e2b", "#59a14f"};
+    const char *sep = "plot ";
+    for (int i = 0; i < 3; i++) {
+        fprintf(f,
+                "%sfedsim_f using (fedsim_bar('%s')):'client':(fedsim_bar('%s')):"
+                "(fedsim_end('%s')):(column('client')-0.35):(column('client')+0.35) "
+                "with boxxyerror lc rgb '%s' title '%s'",
+                sep, phase[i], phase[i], phase[i], color[i], phase[i]);
+        sep = ", \\\n  ";
+    }
+    if (s->lost)
+        fprintf(f,
+                "%sfedsim_f using (fedsim_mark('lost')):'client' with points pt 2 ps 1.6 lw 2 "
+                "lc rgb '#d62728' title 'lost (client went offline)'",
+                sep);
+    if (s->late)
+        fprintf(f,
+                "%sfedsim_f using (fedsim_mark('late')):'client' with points pt 6 ps 1.4 lw 2 "
+                "lc rgb '#7b3294' title 'late (arrived after its round closed)'",
+                sep);
+    fputs("\n", f);
+    end(f);
+}
+
+int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *out_dir,
+             sim_err *err)
+{
+    plot_metrics m;
+    int rc = plot_metrics_load(&m, run_dir, err);
+    if (rc) return rc;
+    if (!out_dir) out_dir = run_dir;
+    FILE *f = p->in;
+    if (m.n && (m.has_global || m.has_pers)) {
+        const char *names[2] = {m.name, run_dir};
+        char title[512];
+        snprintf(title, sizeof title, "%s: accuracy vs simulated time", m.name);
+        acc_figure(f, o, out_dir, 0, &m, 1, names, title);
+        snprintf(title, sizeof title, "%s: accuracy vs bytes communicated", m.name);
+        acc_figure(f, o, out_dir, 1, &m, 1, names, title);
+    }
+    timeline_scan s;
+    if (!scan_timeline(run_dir, o->window > 0 ? o->window : 5, &s) && s.rows)
+        timeline_figure(f, o, run_dir, out_dir, m.name, &s);
+    fflush(f);
+    plot_metrics_destroy(&m);
+    return SIM_OK;
+}
+
+/* A name for a bar's label in to_target.tsv: a TSV field (no tabs or newlines). */
+static void put_field(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
+}
+
+int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
+                 const char *const *dirs, const char *const *names, sim_err *err)
+{
+    plot_metrics *m = sim_xcalloc((size_t)n, sizeof *m);
+    const char **nv = sim_xcalloc((size_t)(2 * n), sizeof *nv);
+    int rc = SIM_OK, any = 0;
+    for (int r = 0; r < n && !rc; r++) {
+        rc = plot_metrics_load(&m[r], dirs[r], err);
+        any |= m[r].has_global || m[r].has_pers;
+    }
+    char(*fallback)[256] = sim_xcalloc((size_t)n, sizeof *fallback);
+    for (int r = 0; r < n && !rc; r++) {
+        nv[2 * r] = names && names[r] ? names[r] : m[r].name;
+        nv[2 * r + 1] = dirs[r];
+        /* runs of one scenario share its name: tell them apart by their folders */
+        for (int q = 0; q < n && !(names && names[r]); q++)
+            if (q != r && !strcmp(m[q].name, m[r].name)) {
+                base_name(fallback[r], sizeof fallback[r], dirs[r]);
+                nv[2 * r] = fallback[r];
+                break;
+            }
+    }
+    char path[1200];
+    FILE *t = NULL;
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/to_target.tsv", out_dir);
+        if (!(t = fopen(path, "w"))) rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot create");
+    }
+    if (!rc && any) {
+        FILE *f = p->in;
+        acc_figure(f, o, out_dir, 0, m, n, nv, "accuracy vs simulated time");
+        acc_figure(f, o, out_dir, 1, m, n, nv, "accuracy vs bytes communicated");
+        /* time and bytes to the target accuracy: bars, and "not reached" where a run never did */
+        fprintf(t,
+                "# fedsim: simulated time and bytes (up + down) each run took to reach accuracy "
+                "%g\nrun\tname\treached\ttime_s\tbytes\tfinal_acc\n",
+                o->target);
+        double tmax = 0, bmax = 0;
+        int reached_any = 0;
+        for (int r = 0; r < n; r++) {
+            double ts, bs;
+            int ok = plot_metrics_to_target(&m[r], o->target, &ts, &bs);
+            reached_any |= ok;
+            if (ok && ts > tmax) tmax = ts;
+            if (ok && bs > bmax) bmax = bs;
+            fprintf(t, "%d\t", r);
+            put_field(t, nv[2 * r]);
+            fprintf(t, "\t%d\t%.9f\t%.0f\t%.6f\n", ok, ok ? ts : 0.0, ok ? bs : 0.0,
+                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN);
+        }
+        fflush(t);
+        double td, bd;
+        const char *tu, *bu;
+        time_unit(tmax, &td, &tu);
+        bytes_unit(bmax, &bd, &bu);
+        char title[128];
+        snprintf(title, sizeof title, "time and bytes to reach accuracy %g", o->target);
+        /* the run names stand vertically under their bars: room for the longest */
+        size_t longest = 0;
+        for (int r = 0; r < n; r++)
+            if (strlen(nv[2 * r]) > longest) longest = strlen(nv[2 * r]);
+        int bmargin = 3 + (int)(0.42 * (double)(longest < 45 ? longest : 45));
+        begin(f, o, out_dir, "to_target", "");
+        put_var(f, "fedsim_f", path);
+        put_var(f, "fedsim_mt", title);
+        fprintf(f,
+                "unset title\nunset key\nset style fill solid 0.85 noborder\nset boxwidth 0.6\n"
+                "set xrange [-0.6:%d.4]\nset yrange [0:%s]\nset grid noxtics\n"
+                "set xtics rotate by 90 right\nset bmargin %d\n"
+                "set multiplot layout 1,2 title fedsim_mt\n",
+                n - 1, reached_any ? "*" : "1", bmargin);
+        static const char *const what[2][2] = {{"time_s", "simulated time to target"},
+                                               {"bytes", "bytes to target, up+down"}};
+        for (int k = 0; k < 2; k++) {
+            fprintf(f,
+                    "set ylabel '%s (%s)'\n"
+                    "plot fedsim_f using 0:(column('%s')/%.17g):xtic(2) with boxes "
+                    "lc rgb '%s', \\\n"
+                    "  fedsim_f using 0:(0):(column('reached') > 0 ? '' : 'not reached') with "
+                    "labels "
+                    "rotate left offset 0,0.5 tc rgb '#d62728'\n",
+                    what[k][1], k ? bu : tu, what[k][0], k ? bd : td, k ? "#59a14f" : "#4e79a7");
+        }
+        fputs("unset multiplot\n", f);
+        end(f);
+        fflush(f);
+    }
+    if (t) fclose(t);
+    for (int r = 0; r < n; r++)
+        plot_metrics_destroy(&m[r]);
+    free(m);
+    free(nv);
+    free(fallback);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* live */
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void plot_live_init(plot_live *l, plot_proc *proc, const plot_opts *o, const char *dir)
+{
+    l->proc = proc;
+    l->opts = *o;
+    l->dir = dir;
+    l->last_wall = wall_s();
+    l->every_s = 5;
+}
+
+void plot_live_tick(void *arg, int round, int final)
+{
+    plot_live *l = arg;
+    if (!l->proc || (!final && round == 0)) return;
+    double w = wall_s();
+    if (!final && w - l->last_wall < l->every_s) return;
+    l->last_wall = w;
+    sim_err err = {0};
+    if (plot_run(l->proc, &l->opts, l->dir, NULL, &err) && final) {
+        char msg[1200];
+        sim_err_format(&err, msg, sizeof msg);
+        fprintf(stderr, "fedsim: plots: %s\n", msg);
+    }
+}

@@ -1,0 +1,89 @@
+/* plots/plot.h -- fedsim's plots, drawn by gnuplot running in its own process behind a pipe.
+ *
+ * A run folder's metrics.tsv and timeline.tsv become accuracy vs simulated time, accuracy vs
+ * cumulative bytes (up + down) and a per-client timeline (download/train/upload bars, lost and
+ * late jobs marked) over the last few rounds. Several runs overlay on the same axes, with bars of
+ * the simulated time and bytes each took to reach a target accuracy. fedsim never draws anything
+ * itself and never blocks on gnuplot except when a plot_proc is closed.
+ *
+ * Safety (DESIGN.md §12): text from scenario files (run names, titles, paths) reaches gnuplot only
+ * as single-quoted string literals assigned to variables (plot_put_str: '' doubled, control
+ * characters replaced), never spliced into gnuplot code, and every plot is drawn noenhanced.
+ */
+#ifndef PLOT_PLOT_H
+#define PLOT_PLOT_H
+
+#include "sim/base.h"
+
+#include <stdio.h>
+
+enum { PLOT_NONE = 0, PLOT_PNG, PLOT_SVG, PLOT_PDF };
+
+/* How to draw. */
+typedef struct plot_opts {
+    int format;    /* PLOT_* */
+    int log_x;     /* accuracy vs bytes on a logarithmic byte axis */
+    int window;    /* timeline: the last this many rounds */
+    double target; /* time/bytes-to-accuracy bars: the target accuracy */
+} plot_opts;
+
+void plot_opts_default(plot_opts *o);
+/* "png", "svg", "pdf" or "none"; -1 if unknown. */
+int plot_format_parse(const char *s);
+/* File extension of a format ("png"...). */
+const char *plot_format_ext(int format);
+
+/* One run's metrics.tsv, as far as the plots and sweep summaries need it. */
+typedef struct plot_metrics {
+    char name[256]; /* from the "# fedsim run NAME ..." line, else the folder's name */
+    int n;          /* evaluation rows */
+    double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped; /* n each (owned) */
+    int has_global, has_pers, has_p10; /* the column has at least one number (not NaN) */
+} plot_metrics;
+
+/* Read RUN_DIR/metrics.tsv. */
+int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err);
+void plot_metrics_destroy(plot_metrics *m);
+/* The accuracy a run is judged by at row i: the global model's, or personalized when there is
+ * no global model (local training). NaN when neither. */
+double plot_metrics_acc(const plot_metrics *m, int i);
+/* First row whose accuracy reaches target: its simulated time and cumulative bytes; returns 0 if
+ * the run never reaches it (time and bytes are then NaN). */
+int plot_metrics_to_target(const plot_metrics *m, double target, double *time_s, double *bytes);
+
+/* Write s as a gnuplot single-quoted string literal that cannot end early or run anything. */
+void plot_put_str(FILE *f, const char *s);
+
+/* A gnuplot process. */
+typedef struct plot_proc plot_proc;
+
+/* Is gnuplot on PATH? */
+int plot_gnuplot_found(void);
+/* Start gnuplot; NULL if it is not on PATH or cannot start. Ignores SIGPIPE process-wide, so a
+ * gnuplot that dies can never kill the run that feeds it. */
+plot_proc *plot_open(void);
+/* Close the pipe and wait until gnuplot has written every plot. Returns its exit status (0 when
+ * every command succeeded). Accepts NULL. */
+int plot_close(plot_proc *p);
+
+/* Draw one run's plots into out_dir (NULL: the run folder): acc_time, acc_bytes (once
+ * metrics.tsv has an accuracy) and timeline (the last o->window rounds of timeline.tsv). */
+int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *out_dir,
+             sim_err *err);
+/* Overlay n runs in out_dir: acc_time, acc_bytes and to_target (plus to_target.tsv, the bars'
+ * data). names[i] is the legend of run i (NULL, or names NULL: from its metrics.tsv, or its
+ * folder when two runs share a name). */
+int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
+                 const char *const *dirs, const char *const *names, sim_err *err);
+
+/* Live plots of a running engine: hand plot_live_tick and a plot_live to the engine's on_tick. */
+typedef struct plot_live {
+    plot_proc *proc; /* borrowed */
+    plot_opts opts;
+    const char *dir; /* the run folder (borrowed) */
+    double last_wall, every_s;
+} plot_live;
+void plot_live_init(plot_live *l, plot_proc *proc, const plot_opts *o, const char *dir);
+void plot_live_tick(void *arg, int round, int final);
+
+#endif /* PLOT_PLOT_H */

@@ -1,0 +1,232 @@
+/* tests/test_plot.c -- fedsim's plots end to end through the binary ($FEDSIM_BIN): a tiny run
+ * draws valid, non-trivial PNG (and SVG) plots; plotting changes no result (metrics, clients and
+ * events byte-identical with --plots none); `fedsim plot` overlays two runs; `fedsim sweep` makes
+ * one ordinary run per value, a summary.tsv and overlay plots; a scenario name and a folder made
+ * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
+ * still succeeds and says how to get plots. */
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static const char *bin;
+
+static int sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    p[*len] = 0;
+    fclose(f);
+    return p;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    int same = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return same;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return !stat(path, &st);
+}
+
+/* DIR/NAME is a real picture: the format's magic and more than a few KB. */
+static void check_picture(const char *d, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", d, name);
+    size_t len = 0;
+    char *p = slurp(path, &len);
+    int ok = p && len > 4000;
+    if (ok && strstr(name, ".png")) ok = !memcmp(p, "\x89PNG\r\n\x1a\n", 8);
+    if (ok && strstr(name, ".svg")) ok = !strncmp(p, "<?xml", 5) || !strncmp(p, "<svg", 4);
+    CHECK_MSG(ok, "%s is a valid picture (%zu bytes)", path, len);
+    free(p);
+}
+
+/* Data rows of a TSV: lines that are neither comments nor the header. */
+static int data_rows(const char *path)
+{
+    size_t len;
+    char *p = slurp(path, &len);
+    if (!p) return -1;
+    int n = 0, header = 0;
+    for (char *l = p; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        if (*l == '#' || *l == '\n') continue;
+        if (!header++) continue;
+        n++;
+    }
+    free(p);
+    return n;
+}
+
+static void test_run_plots(void)
+{
+    char cmd[1024], a[128], n[128], s[128], pa[256], pn[256];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(n, sizeof n, "%s/n", dir);
+    snprintf(s, sizeof s, "%s/s", dir);
+    snprintf(cmd, sizeof cmd, "%s run scenarios/tiny.yaml -q --out %s >/dev/null", bin, a);
+    CHECK(sh(cmd) == 0);
+    check_picture(a, "acc_time.png");
+    check_picture(a, "acc_bytes.png");
+    check_picture(a, "timeline.png");
+    CHECK(data_rows(strcat(strcpy(pa, a), "/timeline.tsv")) == 60); /* 20 jobs, 3 phases */
+    snprintf(cmd, sizeof cmd, "%s run scenarios/tiny.yaml -q --plots none --out %s >/dev/null", bin,
+             n);
+    CHECK(sh(cmd) == 0);
+    snprintf(pn, sizeof pn, "%s/acc_time.png", n);
+    CHECK_MSG(!exists(pn), "--plots none draws nothing");
+    static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack",
+                                       "timeline.tsv"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", a, outs[i]);
+        snprintf(pn, sizeof pn, "%s/%s", n, outs[i]);
+        CHECK_MSG(same_file(pa, pn), "%s identical with and without plots", outs[i]);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml -q --plots svg --plot-logx --out %s >/dev/null", bin, s);
+    CHECK(sh(cmd) == 0);
+    check_picture(s, "acc_time.svg");
+    check_picture(s, "acc_bytes.svg");
+    check_picture(s, "timeline.svg");
+    /* overlay of two runs (another seed, so the curves differ) */
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml -q --seed 3 --plots none --out %s/b >/dev/null && "
+             "%s plot %s %s/b --target 0.3 --out %s/ov >/dev/null",
+             bin, dir, bin, a, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(pa, sizeof pa, "%s/ov", dir);
+    check_picture(pa, "acc_time.png");
+    check_picture(pa, "acc_bytes.png");
+    check_picture(pa, "to_target.png");
+    CHECK(data_rows(strcat(pa, "/to_target.tsv")) == 2);
+    /* redraw one run elsewhere; a folder that is not a run fails with a message */
+    snprintf(cmd, sizeof cmd, "%s plot %s --out %s/re >/dev/null", bin, a, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(pa, sizeof pa, "%s/re", dir);
+    check_picture(pa, "timeline.png");
+    snprintf(cmd, sizeof cmd, "%s plot %s/nonexistent 2>/dev/null", bin, dir);
+    CHECK(sh(cmd) == 2);
+}
+
+static void test_sweep(void)
+{
+    char cmd[1024], p[256], q[256];
+    snprintf(cmd, sizeof cmd,
+             "%s sweep scenarios/tiny.yaml --vary rounds=2,3 --target 0.3 -q --out %s/sw "
+             ">/dev/null && %s run scenarios/tiny.yaml --set rounds=2 -q --plots none --out "
+             "%s/r2 >/dev/null",
+             bin, dir, bin, dir);
+    CHECK(sh(cmd) == 0);
+    for (int r = 2; r <= 3; r++) {
+        snprintf(p, sizeof p, "%s/sw/rounds=%d/metrics.tsv", dir, r);
+        CHECK_MSG(data_rows(p) == r, "%s has %d rows", p, r);
+    }
+    snprintf(p, sizeof p, "%s/sw/rounds=2/metrics.tsv", dir);
+    snprintf(q, sizeof q, "%s/r2/metrics.tsv", dir);
+    CHECK_MSG(same_file(p, q), "a sweep point is byte-identical to the plain run");
+    snprintf(p, sizeof p, "%s/sw/rounds=2/events.msgpack", dir);
+    snprintf(q, sizeof q, "%s/r2/events.msgpack", dir);
+    CHECK(same_file(p, q));
+    snprintf(p, sizeof p, "%s/sw/summary.tsv", dir);
+    CHECK(data_rows(p) == 2);
+    size_t len;
+    char *t = slurp(p, &len);
+    CHECK(t && strstr(t, "rounds=2\t") && strstr(t, "rounds=3\t"));
+    free(t);
+    snprintf(p, sizeof p, "%s/sw", dir);
+    check_picture(p, "acc_time.png");
+    check_picture(p, "acc_bytes.png");
+    check_picture(p, "to_target.png");
+    snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --out %s/sw2 2>/dev/null", bin, dir);
+    CHECK_MSG(sh(cmd) == 2, "a sweep without --vary is an error");
+}
+
+/* A scenario name and a run folder built to break out of gnuplot strings run nothing. */
+static void test_injection(void)
+{
+    char path[256], cmd[2048], out[256];
+    size_t len;
+    char *tiny = slurp("scenarios/tiny.yaml", &len);
+    CHECK(tiny != NULL);
+    if (!tiny) return;
+    snprintf(path, sizeof path, "%s/evil.yaml", dir);
+    FILE *f = fopen(path, "w");
+    /* YAML double-quoted: \" is a quote; ' and ` are themselves */
+    fprintf(f,
+            "name: \"x\\\"; system \\\"touch %s/p1\\\"; x'; system 'touch %s/p2'; "
+            "print `touch %s/p3` @x\"\n",
+            dir, dir, dir);
+    char *body = strstr(tiny, "seed:");
+    fputs(body ? body : tiny, f);
+    fclose(f);
+    free(tiny);
+    snprintf(out, sizeof out, "%s/q'o\\\"; system 'touch %s/p4", dir, dir);
+    snprintf(cmd, sizeof cmd, "%s run %s -q --out \"%s\" >/dev/null", bin, path, out);
+    CHECK(sh(cmd) == 0);
+    for (int i = 1; i <= 4; i++) {
+        snprintf(path, sizeof path, "%s/p%d", dir, i);
+        CHECK_MSG(!exists(path), "gnuplot ran an injected command (%s exists)", path);
+    }
+    /* the shell took \" as " */
+    char real[256];
+    snprintf(real, sizeof real, "%s/q'o\"; system 'touch %s/p4", dir, dir);
+    check_picture(real, "acc_time.png");
+    check_picture(real, "timeline.png");
+}
+
+static void test_no_gnuplot(void)
+{
+    char cmd[1024], p[256];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/empty && PATH=%s/empty %s run scenarios/tiny.yaml -q "
+             "--out %s/np >/dev/null 2>%s/np.err",
+             dir, dir, bin, dir, dir);
+    CHECK_MSG(sh(cmd) == 0, "a run without gnuplot succeeds");
+    snprintf(p, sizeof p, "%s/np/metrics.tsv", dir);
+    CHECK(data_rows(p) == 5);
+    snprintf(p, sizeof p, "%s/np.err", dir);
+    size_t len;
+    char *e = slurp(p, &len);
+    CHECK_MSG(e && strstr(e, "gnuplot-nox") && !strchr(strchr(e, '\n') + 1, '\n'),
+              "one line says how to get plots: '%s'", e ? e : "");
+    free(e);
+}
+
+int main(void)
+{
+    bin = getenv("FEDSIM_BIN");
+    if (!bin) bin = "build/test/fedsim";
+    snprintf(dir, sizeof dir, "/tmp/fp-XXXXXX"); /* short: the evil name must fit 127 bytes */
+    if (!mkdtemp(dir)) return 1;
+    test_run_plots();
+    test_sweep();
+    test_injection();
+    test_no_gnuplot();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (!check_failed && system(cmd)) printf("could not remove %s\n", dir);
+    return CHECK_DONE();
+}
