@@ -688,7 +688,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     }
     int rc = SIM_OK;
     e->server = spec->algo->server_new(&e->spec.env, err);
-    if (!e->server) rc = err && err->msg[0] ? SIM_EINVAL : SIM_EINVAL;
+    if (!e->server) rc = SIM_EINVAL; /* server_new filled err */
     if (!rc && spec->out_dir) {
         if (!(e->metrics = open_out(spec->out_dir, "metrics.tsv", err)) ||
             !(e->clients_f = open_out(spec->out_dir, "clients.tsv", err)) ||

@@ -5,6 +5,7 @@
  * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
  * still succeeds and says how to get plots. */
 #include "tests/check.h"
+#include "tests/files.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,30 +22,6 @@ static int sh(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    *len = fread(p, 1, (size_t)n, f);
-    p[*len] = 0;
-    fclose(f);
-    return p;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    int same = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return same;
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -57,7 +34,7 @@ static void check_picture(const char *d, const char *name)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", d, name);
     size_t len = 0;
-    char *p = slurp(path, &len);
+    char *p = test_slurp(path, &len);
     int ok = p && len > 4000;
     if (ok && strstr(name, ".png")) ok = !memcmp(p, "\x89PNG\r\n\x1a\n", 8);
     if (ok && strstr(name, ".svg")) ok = !strncmp(p, "<?xml", 5) || !strncmp(p, "<svg", 4);
@@ -69,7 +46,7 @@ static void check_picture(const char *d, const char *name)
 static int data_rows(const char *path)
 {
     size_t len;
-    char *p = slurp(path, &len);
+    char *p = test_slurp(path, &len);
     if (!p) return -1;
     int n = 0, header = 0;
     for (char *l = p; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
@@ -103,7 +80,7 @@ static void test_run_plots(void)
     for (int i = 0; i < 4; i++) {
         snprintf(pa, sizeof pa, "%s/%s", a, outs[i]);
         snprintf(pn, sizeof pn, "%s/%s", n, outs[i]);
-        CHECK_MSG(same_file(pa, pn), "%s identical with and without plots", outs[i]);
+        CHECK_MSG(test_same_file(pa, pn), "%s identical with and without plots", outs[i]);
     }
     snprintf(cmd, sizeof cmd,
              "%s run scenarios/tiny.yaml -q --plots svg --plot-logx --out %s >/dev/null", bin, s);
@@ -146,14 +123,14 @@ static void test_sweep(void)
     }
     snprintf(p, sizeof p, "%s/sw/rounds=2/metrics.tsv", dir);
     snprintf(q, sizeof q, "%s/r2/metrics.tsv", dir);
-    CHECK_MSG(same_file(p, q), "a sweep point is byte-identical to the plain run");
+    CHECK_MSG(test_same_file(p, q), "a sweep point is byte-identical to the plain run");
     snprintf(p, sizeof p, "%s/sw/rounds=2/events.msgpack", dir);
     snprintf(q, sizeof q, "%s/r2/events.msgpack", dir);
-    CHECK(same_file(p, q));
+    CHECK(test_same_file(p, q));
     snprintf(p, sizeof p, "%s/sw/summary.tsv", dir);
     CHECK(data_rows(p) == 2);
     size_t len;
-    char *t = slurp(p, &len);
+    char *t = test_slurp(p, &len);
     CHECK(t && strstr(t, "rounds=2\t") && strstr(t, "rounds=3\t"));
     free(t);
     snprintf(p, sizeof p, "%s/sw", dir);
@@ -169,7 +146,7 @@ static void test_injection(void)
 {
     char path[256], cmd[2048], out[256];
     size_t len;
-    char *tiny = slurp("scenarios/tiny.yaml", &len);
+    char *tiny = test_slurp("scenarios/tiny.yaml", &len);
     CHECK(tiny != NULL);
     if (!tiny) return;
     snprintf(path, sizeof path, "%s/evil.yaml", dir);
@@ -209,7 +186,7 @@ static void test_no_gnuplot(void)
     CHECK(data_rows(p) == 5);
     snprintf(p, sizeof p, "%s/np.err", dir);
     size_t len;
-    char *e = slurp(p, &len);
+    char *e = test_slurp(p, &len);
     CHECK_MSG(e && strstr(e, "gnuplot-nox") && !strchr(strchr(e, '\n') + 1, '\n'),
               "one line says how to get plots: '%s'", e ? e : "");
     free(e);

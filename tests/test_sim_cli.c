@@ -4,6 +4,7 @@
  * output files, another seed gives others, and bad scenarios fail with exit status 2 and a
  * message naming file:line:col and the key. The binary is $FEDSIM_BIN (make test sets it). */
 #include "tests/check.h"
+#include "tests/files.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,30 +23,6 @@ static int run_tiny(const char *args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    *len = fread(p, 1, (size_t)n, f);
-    p[*len] = 0;
-    fclose(f);
-    return p;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    int same = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return same;
-}
-
 /* Run fedsim on a scenario text; returns the exit status and leaves stderr in `msg`. */
 static int run_bad(const char *yaml, char *msg, size_t n)
 {
@@ -59,7 +36,7 @@ static int run_bad(const char *yaml, char *msg, size_t n)
     snprintf(cmd, sizeof cmd, "%s check %s >/dev/null 2>%s", bin, path, errp);
     int st = system(cmd);
     size_t len;
-    char *e = slurp(errp, &len);
+    char *e = test_slurp(errp, &len);
     snprintf(msg, n, "%s", e ? e : "");
     free(e);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -130,7 +107,7 @@ int main(void)
     CHECK(run_tiny(opts) == 0);
     snprintf(cmd, sizeof cmd, "cp %s tests/golden/tiny.trace", ta);
     if (getenv("FEDSIM_GOLDEN_UPDATE") && system(cmd)) printf("could not update the golden file\n");
-    CHECK_MSG(same_file(ta, "tests/golden/tiny.trace"),
+    CHECK_MSG(test_same_file(ta, "tests/golden/tiny.trace"),
               "tiny trace matches tests/golden/tiny.trace");
     static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack",
                                        "scenario.yaml"};
@@ -139,15 +116,15 @@ int main(void)
         snprintf(pa, sizeof pa, "%s/%s", a, outs[i]);
         snprintf(pb, sizeof pb, "%s/%s", b, outs[i]);
         snprintf(pc, sizeof pc, "%s/%s", c, outs[i]);
-        CHECK_MSG(same_file(pa, pb), "%s identical for the same seed", outs[i]);
-        if (i < 3) CHECK_MSG(!same_file(pa, pc), "%s differs for another seed", outs[i]);
+        CHECK_MSG(test_same_file(pa, pb), "%s identical for the same seed", outs[i]);
+        if (i < 3) CHECK_MSG(!test_same_file(pa, pc), "%s differs for another seed", outs[i]);
     }
     /* the events dump reads what the run wrote */
     snprintf(opts, sizeof opts, "%s/events.txt", dir);
     snprintf(cmd, sizeof cmd, "%s events %s > %s", bin, a, opts);
     CHECK(system(cmd) == 0);
     size_t len;
-    char *txt = slurp(opts, &len);
+    char *txt = test_slurp(opts, &len);
     CHECK(txt && strstr(txt, "upload_done") && strstr(txt, "aggregate"));
     free(txt);
     test_bad();
