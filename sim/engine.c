@@ -9,6 +9,7 @@
 #include "sim/engine.h"
 
 #include "nn/train.h"
+#include "sim/pool.h"
 #include "sim/queue.h"
 
 #include <assert.h>
@@ -53,7 +54,8 @@ struct sim_engine {
     sim_queue q;
     sim_time now;
     void *server;
-    fl_worker worker;
+    fl_worker worker; /* in-process training scratch (no pool) */
+    sim_pool *pool;   /* the workers, or NULL: train in this process */
     nn_model eval_model;
     double job_memory; /* peak training memory of the model clients train */
     /* protocol state */
@@ -162,36 +164,29 @@ static void schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t
     sim_queue_push(&e->q, at, kind, who, arg);
 }
 
-/* Dispatch a job to client c now: build its down message, run its training, and schedule its
- * phases (or its loss, if the client goes offline first). */
-static int dispatch(sim_engine *e, int32_t c, sim_err *err)
+/* Finish dispatching a job to client c now, given what its training produced: count the download,
+ * and schedule its phases (or its loss, if the client goes offline first). The in-process and the
+ * worker-pool paths both end here, in client-id order, so their events are the same. */
+static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_out *out,
+                           sim_err *err)
 {
     sim_client *cl = &e->c[c];
     const dev_profile *dev = &e->spec.devices[c];
-    const fl_algo *algo = e->spec.algo;
-    int cost_only = e->spec.env.cost_only;
-    msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    size_t down_len = algo->job_down(e->server, c, cost_only ? NULL : &down);
-    fl_job job = {c, e->round, down.data, down.size, cl->priv, cl->priv_len};
-    fl_result res;
-    fl_result_init(&res);
-    int rc = algo->client_train(&e->spec.env, &job, &e->worker, &res, err);
-    msgpack_sbuffer_destroy(&down);
-    if (!rc && !isfinite(res.loss))
-        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                      "training diverged: client %d's loss is %g in round %d (lower "
-                      "algorithm.lr, or set algorithm.clip)",
-                      c, res.loss, e->round);
-    if (rc) {
-        fl_result_destroy(&res);
-        return rc;
+    fl_result *r = &out->res;
+    if (out->rc) {
+        *err = out->err;
+        return out->rc;
     }
-    double db = message_bytes(e, down_len), ub = message_bytes(e, res.up_bytes);
+    if (!isfinite(r->loss))
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "training diverged: client %d's loss is %g in round %d (lower "
+                        "algorithm.lr, or set algorithm.clip)",
+                        c, r->loss, e->round);
+    double db = message_bytes(e, down_len), ub = message_bytes(e, r->up_bytes);
     sim_time t_down = sat_add(e->now, dev_transfer_ns(dev->latency_ns, db, dev->down_bps));
-    sim_time t_train = sat_add(t_down, dev_compute_ns(dev, res.cost.flops, res.cost.flops_masked,
-                                                      res.cost.flops_masked_nnz, t_down));
-    sim_time t_up = res.up_bytes
+    sim_time t_train = sat_add(t_down, dev_compute_ns(dev, r->cost.flops, r->cost.flops_masked,
+                                                      r->cost.flops_masked_nnz, t_down));
+    sim_time t_up = r->up_bytes
                             ? sat_add(t_train, dev_transfer_ns(dev->latency_ns, ub, dev->up_bps))
                             : t_train;
     uint64_t id = ++e->next_job;
@@ -203,18 +198,18 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     e->dispatches++;
     free(cl->up);
     cl->up = NULL;
-    cl->up_len = res.up_bytes; /* in cost-only mode the size exists without the content */
-    if (res.up.size) {
-        cl->up = sim_xmalloc(res.up.size);
-        memcpy(cl->up, res.up.data, res.up.size);
+    cl->up_len = r->up_bytes; /* in cost-only mode the size exists without the content */
+    if (r->up.size) {
+        cl->up = sim_xmalloc(r->up.size);
+        memcpy(cl->up, r->up.data, r->up.size);
     }
     free(cl->pending_priv);
     cl->pending_priv = NULL;
     cl->pending_priv_len = 0;
-    if (res.priv.size) {
-        cl->pending_priv = sim_xmalloc(res.priv.size);
-        memcpy(cl->pending_priv, res.priv.data, res.priv.size);
-        cl->pending_priv_len = res.priv.size;
+    if (r->priv.size) {
+        cl->pending_priv = sim_xmalloc(r->priv.size);
+        memcpy(cl->pending_priv, r->priv.data, r->priv.size);
+        cl->pending_priv_len = r->priv.size;
     }
     /* The server sends the whole download at dispatch: its bytes count now. */
     cl->bytes_down += db;
@@ -227,7 +222,7 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     cl->busy_until = end;
     cl->busy_ns += end - e->now;
     if (t_down <= end) schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
-    cl->job_flops = res.cost.flops;
+    cl->job_flops = r->cost.flops;
     cl->job_start = e->now;
     cl->job_down_end = t_down;
     cl->job_train_end = t_train;
@@ -237,8 +232,61 @@ static int dispatch(sim_engine *e, int32_t c, sim_err *err)
     else
         schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
     cl->weight = e->spec.env.part->n[c];
-    fl_result_destroy(&res);
     return SIM_OK;
+}
+
+/* Dispatch jobs to the n clients in sel (client-id order) now, counting each in in_flight. All
+ * jobs are built (down message, private state) and trained first, in this process or on the
+ * workers, which may run them in any order: a job is a pure function of what it was sent and
+ * nothing is scheduled until every result is back. Then each dispatch is finished in sel's order.
+ * A job's down message lives only until its job is handed over. */
+static int dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err)
+{
+    const fl_algo *algo = e->spec.algo;
+    int cost_only = e->spec.env.cost_only, rc = SIM_OK;
+    sim_job_out *out = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *out);
+    size_t *down_len = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *down_len);
+    for (int i = 0; i < n; i++)
+        fl_result_init(&out[i].res);
+    if (e->pool) sim_pool_begin(e->pool, n, out);
+    /* Hand the largest jobs out first (longest-processing-time order, by training samples), so
+     * that with several workers the batch does not wait on one big job started last. The order
+     * of training cannot change a result; the pool-less path keeps sel's order. */
+    int *order = sim_xmalloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (e->pool)
+        for (int i = 1; i < n; i++) { /* insertion sort: a batch is small, and this is stable */
+            int k = order[i], j = i;
+            for (; j > 0 && e->spec.env.part->n[sel[order[j - 1]]] < e->spec.env.part->n[sel[k]];
+                 j--)
+                order[j] = order[j - 1];
+            order[j] = k;
+        }
+    msgpack_sbuffer down;
+    msgpack_sbuffer_init(&down);
+    for (int o = 0; o < n && !rc; o++) {
+        int i = order[o];
+        sim_client *cl = &e->c[sel[i]];
+        msgpack_sbuffer_clear(&down);
+        down_len[i] = algo->job_down(e->server, sel[i], cost_only ? NULL : &down);
+        fl_job job = {sel[i], e->round, down.data, down.size, cl->priv, cl->priv_len};
+        if (e->pool)
+            rc = sim_pool_submit(e->pool, i, &job, err);
+        else
+            out[i].rc =
+                    algo->client_train(&e->spec.env, &job, &e->worker, &out[i].res, &out[i].err);
+    }
+    msgpack_sbuffer_destroy(&down);
+    if (!rc && e->pool) rc = sim_pool_wait(e->pool, err);
+    for (int i = 0; i < n && !rc; i++)
+        if (!(rc = finish_dispatch(e, sel[i], down_len[i], &out[i], err))) e->in_flight++;
+    for (int i = 0; i < n; i++)
+        fl_result_destroy(&out[i].res);
+    free(out);
+    free(down_len);
+    free(order);
+    return rc;
 }
 
 /* Pick up to k idle, online, eligible clients uniformly at random (partial Fisher-Yates over a
@@ -437,15 +485,9 @@ static int start_round(sim_engine *e, sim_err *err)
     }
     /* dispatch in client-id order, so a round's event order does not depend on the sample order */
     qsort(sel, (size_t)got, sizeof *sel, cmp_i32);
-    for (int i = 0; i < got; i++) {
-        int rc = dispatch(e, sel[i], err);
-        if (rc) {
-            free(sel);
-            return rc;
-        }
-        e->in_flight++;
-    }
+    int rc = dispatch_batch(e, sel, got, err);
     free(sel);
+    if (rc) return rc;
     if (f->deadline > 0) schedule(e, e->now + f->deadline, SIM_EV_DEADLINE, -1, (uint64_t)e->round);
     return SIM_OK;
 }
@@ -472,9 +514,7 @@ static int async_fill(sim_engine *e, sim_err *err)
     int32_t *sel = sim_xmalloc(sizeof(int32_t) * (size_t)want);
     int got = select_clients(e, want, sel, e->dispatches + ((uint64_t)1 << 40));
     qsort(sel, (size_t)got, sizeof *sel, cmp_i32);
-    int rc = SIM_OK;
-    for (int i = 0; i < got && !rc; i++)
-        if (!(rc = dispatch(e, sel[i], err))) e->in_flight++;
+    int rc = dispatch_batch(e, sel, got, err);
     free(sel);
     return rc;
 }
@@ -689,6 +729,10 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     int rc = SIM_OK;
     e->server = spec->algo->server_new(&e->spec.env, err);
     if (!e->server) rc = SIM_EINVAL; /* server_new filled err */
+    /* Fork now: the workers inherit the datasets, partition and environment loaded so far, and
+     * nothing the engine writes later. Cost-only jobs are too cheap to be worth a frame. */
+    if (!rc && spec->workers > 0 && !spec->env.cost_only)
+        rc = sim_pool_new(&e->pool, spec->workers, spec->algo, &e->spec.env, err);
     if (!rc && spec->out_dir) {
         if (!(e->metrics = open_out(spec->out_dir, "metrics.tsv", err)) ||
             !(e->clients_f = open_out(spec->out_dir, "clients.tsv", err)) ||
@@ -757,6 +801,7 @@ void sim_engine_free(sim_engine *e)
         free(e->buf[i].up);
     free(e->buf);
     sim_queue_destroy(&e->q);
+    sim_pool_free(e->pool);
     fl_worker_destroy(&e->worker);
     nn_model_destroy(&e->eval_model);
     if (e->server) e->spec.algo->server_free(e->server);
@@ -770,6 +815,7 @@ void sim_engine_free(sim_engine *e)
 void sim_engine_totals(const sim_engine *e, sim_totals *t)
 {
     *t = e->tot;
+    t->workers_replaced = sim_pool_replaced(e->pool);
     t->now = e->now;
     t->round = e->round;
 }

@@ -3,10 +3,12 @@
  *
  * Time is int64 nanoseconds; events fire in (time, seq) order. A client job is download → train →
  * upload, each phase's length computed from the client's device and what the job really cost: the
- * down/up message lengths and the FLOPs the training executed. Jobs run (in this process) when they
- * are dispatched: a job is a pure function of what it was sent, so its result, and therefore its
- * finish time, is known before any later event fires, and the order in which jobs compute can never
- * change a result (the lookahead rule of DESIGN.md §4). Updates are absorbed in client-id order.
+ * down/up message lengths and the FLOPs the training executed. Jobs run when they are dispatched,
+ * in this process or on the worker pool (spec.workers): every job dispatched at one simulated
+ * instant is trained, in any order, before any of them is scheduled, since a job is a pure function
+ * of what it was sent; so its result, and therefore its finish time, is known before any later
+ * event fires, and neither the order in which jobs compute nor the worker count can change a
+ * result (the lookahead rule of DESIGN.md §4). Updates are absorbed in client-id order.
  * Availability is queried lazily (a client's process is advanced only when the engine looks at
  * it), so a million mostly idle clients cost nothing per event.
  *
@@ -59,6 +61,7 @@ typedef struct sim_run_spec {
     dev_profile *devices; /* n_clients concrete profiles (borrowed) */
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
     int quiet;            /* no progress line */
+    int workers;          /* training processes (sim/pool.h); 0 = train in this process */
     FILE *trace;          /* if non-NULL, every event as one text line (golden tests) */
     /* Called after every aggregation (final = 0) and once at the end (final = 1), after the
      * output files are flushed, so an observer (the live plots) may read them. It must not
@@ -85,6 +88,7 @@ typedef struct sim_totals {
     double bytes_up, bytes_down, flops;
     long jobs, dropped, late, excluded;
     long events;
+    long workers_replaced;          /* worker processes that died and were replaced (jobs re-run) */
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
 } sim_totals;
 void sim_engine_totals(const sim_engine *e, sim_totals *t);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char usage[] =
         "usage: fedsim COMMAND [options]\n"
@@ -32,6 +33,7 @@ static const char usage[] =
         "commands:\n"
         "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
         "             [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
+        "             [--workers N]\n"
         "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml "
         "(resolved),\n"
         "             metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that\n"
@@ -41,11 +43,12 @@ static const char usage[] =
         "             [5], lost and late jobs marked). --set overrides any key\n"
         "             (e.g. --set federation.per_round=20); --cost-only skips the math and\n"
         "             reports the FLOPs and bytes the jobs would have; --trace writes every\n"
-        "             event as a line of text\n"
+        "             event as a line of text; --workers N trains client jobs in N forked\n"
+        "             processes [online cores], 0 = in this process; outputs do not depend on N\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
-        "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...]\n"
+        "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...] [--workers N]\n"
         "             one run per point of the grid of --vary values, in DIR/key=value,...\n"
         "             [runs/sweep-SCENARIO]; then DIR/summary.tsv (final accuracy, simulated\n"
         "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots\n"
@@ -264,7 +267,7 @@ enum { MAX_SETS = 64, MAX_VARY = 8 };
 
 typedef struct run_opts {
     const char *scenario, *out, *trace, *sets[MAX_SETS], *vary[MAX_VARY];
-    int n_sets, n_vary, quiet, cost_only, have_seed;
+    int n_sets, n_vary, quiet, cost_only, have_seed, workers;
     unsigned long long seed;
     plot_opts plots;
 } run_opts;
@@ -276,6 +279,8 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
 {
     memset(o, 0, sizeof *o);
     plot_opts_default(&o->plots);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o->workers = cores > 0 ? (int)(cores < 256 ? cores : 256) : 0;
     int runs = what != OPTS_CHECK;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -287,7 +292,7 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
             o->plots.log_x = 1;
         } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
                     !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
-                    !strcmp(a, "--vary") || !strcmp(a, "--target")) &&
+                    !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
             double x;
@@ -304,6 +309,10 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
             } else if (!strcmp(a, "--plot-window") && runs) {
                 if (parse_num(a, v, 1, 1e6, &x)) return 2;
                 o->plots.window = (int)x;
+            } else if (!strcmp(a, "--workers") && runs) {
+                if (parse_num(a, v, 0, 256, &x)) return 2;
+                if (x != (int)x) return die("--workers: expected a whole number of processes");
+                o->workers = (int)x;
             } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
                 if (parse_num(a, v, 0, 1, &o->plots.target)) return 2;
             } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
@@ -396,6 +405,7 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     fclose(f);
     sc.spec.out_dir = out;
     sc.spec.quiet = o->quiet;
+    sc.spec.workers = o->workers;
     FILE *trace = NULL;
     if (o->trace && !(trace = fopen(o->trace, "w"))) {
         sim_scenario_destroy(&sc);
@@ -437,6 +447,10 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
         fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
         return 2;
     }
+    if (t.workers_replaced)
+        fprintf(stderr,
+                "fedsim: %ld worker process(es) died and were replaced; their jobs were re-run\n",
+                t.workers_replaced);
     char ts[32], up[32], down[32];
     sim_format_time(ts, sizeof ts, t.now);
     sim_format_bytes(up, sizeof up, t.bytes_up);
@@ -799,6 +813,10 @@ static int cmd_sweep(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* One BLAS thread before anything can call BLAS: results must not depend on a thread count,
+     * and the run's training workers are forked processes, which inherit this setting (threads do
+     * not survive fork). `fedsim train --threads` raises it for itself. */
+    openblas_set_num_threads(1);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);

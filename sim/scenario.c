@@ -37,9 +37,12 @@ static void put_default(section *s, const char *key, const char *text)
     sim_err ignore;
     if (sim_yaml_set(s->doc, buf, &ignore) == SIM_OK) {
         const sim_yaml *m = s->map;
-        if (!m) { /* the section itself was just created: find it */
+        if (!m) { /* the section was just created: walk its dotted path, marking it used */
+            char path[256], *save = NULL;
+            snprintf(path, sizeof path, "%s", s->prefix);
             m = s->doc;
-            if (s->prefix[0]) m = sim_yaml_get(s->doc, s->prefix);
+            for (char *k = strtok_r(path, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
+                m = sim_yaml_get(m, k);
             s->map = m;
         }
         sim_yaml_get(m, key);

@@ -267,6 +267,11 @@ static void test_async(void)
     CHECK_MSG(stale > 0, "some updates were computed from an older model");
     CHECK(r.t.acc_global > 0.25);
     free(r.trace);
+    /* 2026-11-22: a nested section left out (federation.staleness) gets its defaults too */
+    const char *bare[] = {"federation={mode: async, concurrency: 2, buffer: 2}", "rounds=2"};
+    run_text(&r, base_yaml(), bare, 2);
+    CHECK_MSG(r.rc == 0, "async without a staleness section: %s", r.err);
+    free(r.trace);
 }
 
 /* A diverging run stops with a message naming the round and the client. */
