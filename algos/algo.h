@@ -88,6 +88,12 @@ typedef struct fl_algo {
      * client is -1, into m. */
     void (*eval_params)(void *server, int32_t client, const void *priv, size_t priv_len,
                         nn_model *m);
+    /* Checkpoints: write the server's state as one msgpack object, and restore it into a server
+     * fresh from server_new (same env). Everything server_new rebuilds from env may be left out.
+     * load returns SIM_EFORMAT, naming nothing but what is wrong, when o does not fit this
+     * algorithm and model (the caller adds the file name). */
+    void (*server_save)(void *server, msgpack_packer *pk);
+    int (*server_load)(void *server, const msgpack_object *o, sim_err *err);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local;

@@ -139,6 +139,39 @@ static void fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_l
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
 }
 
+/* [global floats, acc doubles, mass] with the arrays as raw native-order bytes: a checkpoint is
+ * read back by the same build, and raw bytes keep every bit (NaN payloads included). acc and mass
+ * are zero at every point the engine checkpoints, but saving them keeps this exact anywhere. */
+static void fedavg_save(void *p, msgpack_packer *pk)
+{
+    fedavg *s = p;
+    size_t nf = s->env->arch->layout.n_floats;
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_bin(pk, nf * sizeof(float));
+    msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
+    msgpack_pack_bin(pk, nf * sizeof(double));
+    msgpack_pack_bin_body(pk, s->acc, nf * sizeof(double));
+    msgpack_pack_double(pk, s->mass);
+}
+
+static int fedavg_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    fedavg *s = p;
+    size_t nf = s->env->arch->layout.n_floats;
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
+    if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
+        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(double) ||
+        a[2].type != MSGPACK_OBJECT_FLOAT64)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit %s with a %zu-parameter model",
+                        s->env->cfg->name, nf);
+    memcpy(s->global, a[0].via.bin.ptr, nf * sizeof(float));
+    memcpy(s->acc, a[1].via.bin.ptr, nf * sizeof(double));
+    s->mass = a[2].via.f64;
+    return SIM_OK;
+}
+
 const fl_algo fl_fedavg = {"fedavg",
                            "FedAvg: sample-weighted mean of client updates",
                            1,
@@ -148,7 +181,9 @@ const fl_algo fl_fedavg = {"fedavg",
                            fedavg_train,
                            fedavg_absorb,
                            fedavg_aggregate,
-                           fedavg_eval};
+                           fedavg_eval,
+                           fedavg_save,
+                           fedavg_load};
 const fl_algo fl_fedprox = {"fedprox",
                             "FedProx: FedAvg with a proximal term mu on clients",
                             1,
@@ -158,4 +193,6 @@ const fl_algo fl_fedprox = {"fedprox",
                             fedprox_train,
                             fedavg_absorb,
                             fedavg_aggregate,
-                            fedavg_eval};
+                            fedavg_eval,
+                            fedavg_save,
+                            fedavg_load};

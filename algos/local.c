@@ -83,6 +83,22 @@ static void local_eval(void *p, int32_t client, const void *priv, size_t priv_le
     memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
 }
 
+/* The server holds only the initial model, which local_new rebuilds from the seed; the clients'
+ * models are their private states, which the engine saves. */
+static void local_save(void *p, msgpack_packer *pk)
+{
+    (void)p;
+    msgpack_pack_nil(pk);
+}
+
+static int local_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    (void)p;
+    if (o->type != MSGPACK_OBJECT_NIL)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0, "server state does not fit local");
+    return SIM_OK;
+}
+
 const fl_algo fl_local = {"local",
                           "Local-only: each client trains alone, nothing is sent",
                           0,
@@ -92,4 +108,6 @@ const fl_algo fl_local = {"local",
                           local_train,
                           local_absorb,
                           local_aggregate,
-                          local_eval};
+                          local_eval,
+                          local_save,
+                          local_load};

@@ -15,7 +15,9 @@
  * A spec (dev_avail_spec) is part of a profile; a process (dev_avail_proc, 88 bytes) is the
  * per-client state. The engine queries a process at non-decreasing times (asserted): state
  * changes at t take effect at t, i.e. dev_avail_online(p, t) already reports the new state and
- * dev_avail_next_change(p, t) is the first change strictly after t.
+ * dev_avail_next_change(p, t) is the first change strictly after t. A checkpoint (sim/engine.c)
+ * saves on, until, last and rng, and restores them into a process fresh from dev_avail_init, which
+ * rebuilds every other field.
  */
 #ifndef DEV_AVAIL_H
 #define DEV_AVAIL_H

@@ -15,6 +15,18 @@
  * The run folder gets metrics.tsv, clients.tsv, events.msgpack and timeline.tsv (one row per job
  * phase a device finished or lost: client, round, phase, start_s, end_s, outcome), which the
  * per-client timeline plot draws.
+ *
+ * Checkpoints (out_dir/checkpoint.msgpack, framed by sim/checkpoint.h) hold the whole engine state
+ * at an event boundary: the event queue verbatim (heap order, every seq, next_seq), every client
+ * (availability process and its RNG words, job fields, messages and private states in flight,
+ * statistics), the protocol state (round, arrivals, async buffer, selection permutation, job
+ * counters, next evaluation time), the totals, the algorithm's server state, and how many bytes
+ * each output file held, flushed. A resumed engine truncates the outputs back to those lengths and
+ * goes on appending, so its outputs are byte-identical to an uninterrupted run's. They are taken
+ * after an aggregation (every spec.checkpoint_every of them, or when spec.checkpoint_wall_s wall
+ * seconds have passed) and, when *spec.stop becomes nonzero (a signal), after the event being
+ * handled; then the run stops. A run that finishes removes its checkpoint: a finished folder
+ * holds results only.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -23,6 +35,7 @@
 #include "devices/profile.h"
 #include "sim/units.h"
 
+#include <signal.h>
 #include <stdio.h>
 
 enum { SIM_SYNC = 0, SIM_ASYNC = 1 };
@@ -68,6 +81,14 @@ typedef struct sim_run_spec {
      * change anything the run computes; it throttles itself. NULL = none. */
     void (*on_tick)(void *arg, int round, int final); /* round: rounds completed */
     void *tick_arg;
+    int checkpoint_every;     /* checkpoint after every this many rounds/aggregations (0 = off) */
+    double checkpoint_wall_s; /* or at the first aggregation this long after the last (0 = off) */
+    uint64_t scenario_hash;   /* of the resolved scenario text: a resume refuses another one */
+    /* When set and nonzero at an event boundary (a signal handler sets it), the engine writes a
+     * checkpoint and stops; sim_totals.stopped says so. NULL = never. */
+    const volatile sig_atomic_t *stop;
+    int stop_after_round; /* tests: checkpoint and stop after this aggregation (0 = off) */
+    int resume;           /* continue from out_dir/checkpoint.msgpack instead of starting */
 } sim_run_spec;
 
 typedef struct sim_engine sim_engine;
@@ -75,7 +96,10 @@ typedef struct sim_engine sim_engine;
 /* Weight of an async update computed from a model tau versions old (federation.staleness). */
 double sim_staleness_weight(const sim_fed_config *f, int tau);
 
-/* Build the population and the algorithm's server; opens the output files. */
+/* Build the population and the algorithm's server; opens the output files. With spec->resume the
+ * checkpoint is read, verified and restored first, and only then are the outputs truncated to its
+ * lengths: a checkpoint that is missing, truncated, corrupted, of another version or scenario is
+ * an error naming the file, and leaves every file as it was. */
 int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err);
 /* Run to the end (rounds done, time limit, or nothing left to do). */
 int sim_engine_run(sim_engine *e, sim_err *err);
@@ -90,6 +114,7 @@ typedef struct sim_totals {
     long events;
     long workers_replaced;          /* worker processes that died and were replaced (jobs re-run) */
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
+    int stopped;                    /* stopped on request (spec.stop), leaving a checkpoint */
 } sim_totals;
 void sim_engine_totals(const sim_engine *e, sim_totals *t);
 

@@ -1,4 +1,4 @@
-/* sim/main.c -- the fedsim command line: run, check, sweep, plot, devices, events, train.
+/* sim/main.c -- the fedsim command line: run, resume, check, sweep, plot, devices, events, train.
  *
  * Errors print as "fedsim: file:line:col: message" and exit with status 2; a run that fails
  * midway keeps the outputs written so far.
@@ -10,6 +10,7 @@
 #include "nn/train.h"
 #include "plots/plot.h"
 #include "sim/base.h"
+#include "sim/checkpoint.h"
 #include "sim/engine.h"
 #include "sim/rng.h"
 #include "sim/scenario.h"
@@ -17,6 +18,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ static const char usage[] =
         "commands:\n"
         "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
         "             [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
-        "             [--workers N]\n"
+        "             [--workers N] [--checkpoint-every N] [--checkpoint-minutes T]\n"
         "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml "
         "(resolved),\n"
         "             metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that\n"
@@ -44,7 +46,14 @@ static const char usage[] =
         "             (e.g. --set federation.per_round=20); --cost-only skips the math and\n"
         "             reports the FLOPs and bytes the jobs would have; --trace writes every\n"
         "             event as a line of text; --workers N trains client jobs in N forked\n"
-        "             processes [online cores], 0 = in this process; outputs do not depend on N\n"
+        "             processes [online cores], 0 = in this process; outputs do not depend on N.\n"
+        "             DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall\n"
+        "             minutes [10] (0 = off), and on SIGINT/SIGTERM, which stop the run\n"
+        "             (exit 130/143); a finished run removes it\n"
+        "  resume RUN_DIR [-q] [--workers N] [--plots ...] [--checkpoint-every N]\n"
+        "             [--checkpoint-minutes T]\n"
+        "             continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
+        "             scenario.yaml; the outputs end byte-identical to an uninterrupted run's\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
@@ -268,35 +277,49 @@ enum { MAX_SETS = 64, MAX_VARY = 8 };
 typedef struct run_opts {
     const char *scenario, *out, *trace, *sets[MAX_SETS], *vary[MAX_VARY];
     int n_sets, n_vary, quiet, cost_only, have_seed, workers;
+    int checkpoint_every;      /* rounds/aggregations between checkpoints, 0 = none */
+    double checkpoint_minutes; /* or wall minutes, 0 = none */
+    int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
     unsigned long long seed;
     plot_opts plots;
 } run_opts;
 
-enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP };
+enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP, OPTS_RESUME };
 
-/* Parse the options of check, run or sweep (what = OPTS_*). */
+/* Parse the options of check, run, sweep or resume (what = OPTS_*). resume takes a run folder and
+ * only the options that cannot change a result: everything else is in its scenario.yaml. */
 static int parse_run(run_opts *o, int argc, char **argv, int what)
 {
     memset(o, 0, sizeof *o);
     plot_opts_default(&o->plots);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->workers = cores > 0 ? (int)(cores < 256 ? cores : 256) : 0;
-    int runs = what != OPTS_CHECK;
+    /* by wall time, not rounds: a checkpoint of a million-client run costs seconds, so a
+     * rounds-based default would dominate short runs; long runs are the ones worth saving */
+    o->checkpoint_minutes = 10;
+    int runs = what != OPTS_CHECK, resume = what == OPTS_RESUME;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-q") && runs) {
             o->quiet = 1;
-        } else if (!strcmp(a, "--cost-only") && runs) {
+        } else if (!strcmp(a, "--cost-only") && runs && !resume) {
             o->cost_only = 1;
         } else if (!strcmp(a, "--plot-logx") && runs) {
             o->plots.log_x = 1;
         } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
                     !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
-                    !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers")) &&
+                    !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers") ||
+                    !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-minutes")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
             double x;
-            if (!strcmp(a, "--set")) {
+            if (resume && (!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed"))) {
+                fprintf(stderr,
+                        "fedsim: resume takes no %s: the run continues exactly as its "
+                        "scenario.yaml says\n",
+                        a);
+                return 2;
+            } else if (!strcmp(a, "--set")) {
                 if (o->n_sets == MAX_SETS - 2) return die("too many --set options (62 at most)");
                 o->sets[o->n_sets++] = v;
             } else if (!strcmp(a, "--out") && runs) {
@@ -313,6 +336,12 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
                 if (parse_num(a, v, 0, 256, &x)) return 2;
                 if (x != (int)x) return die("--workers: expected a whole number of processes");
                 o->workers = (int)x;
+            } else if (!strcmp(a, "--checkpoint-every") && runs) {
+                if (parse_num(a, v, 0, 1e9, &x)) return 2;
+                if (x != (int)x) return die("--checkpoint-every: expected a whole number");
+                o->checkpoint_every = (int)x;
+            } else if (!strcmp(a, "--checkpoint-minutes") && runs) {
+                if (parse_num(a, v, 0, 1e9, &o->checkpoint_minutes)) return 2;
             } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
                 if (parse_num(a, v, 0, 1, &o->plots.target)) return 2;
             } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
@@ -336,7 +365,9 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
             return 2;
         }
     }
-    if (!o->scenario) return die("which scenario? (fedsim run SCENARIO.yaml)");
+    if (!o->scenario)
+        return die(resume ? "which run? (fedsim resume RUN_DIR)"
+                          : "which scenario? (fedsim run SCENARIO.yaml)");
     if (what == OPTS_SWEEP && !o->n_vary)
         return die("sweep: what to vary? (--vary key=value1,value2,...)");
     return 0;
@@ -376,6 +407,31 @@ static void gnuplot_missing(void)
                     "then fedsim plot RUN_DIR draws them)\n");
 }
 
+/* The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does. The only mutable
+ * global: a signal handler can reach nothing else. The engine polls it at event boundaries through
+ * spec.stop, writes a checkpoint and returns. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+/* Installed before the engine forks its workers, which inherit the handler: a Ctrl-C sent to the
+ * whole process group then leaves them running (their flag is never read) while the coordinator
+ * checkpoints, instead of killing them mid-job. SA_RESTART keeps the pool's blocking reads and
+ * writes going; libev's loop already retries an interrupted wait. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
  * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
  * while the run goes on; they only read the files the run writes. */
@@ -395,17 +451,30 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     }
     char path[1700];
     snprintf(path, sizeof path, "%s/scenario.yaml", out);
-    FILE *f = fopen(path, "w");
-    if (!f || sim_yaml_write(sc.doc, f, &err)) {
+    FILE *f = o->resume ? NULL : fopen(path, "w");
+    if (!o->resume && (!f || sim_yaml_write(sc.doc, f, &err))) {
         if (f) fclose(f);
         sim_scenario_destroy(&sc);
         if (!f) sim_fail(&err, SIM_EIO, path, 0, 0, "cannot write");
         return print_err(&err);
     }
-    fclose(f);
+    if (f) fclose(f);
+    /* a checkpoint is tied to the exact resolved text, which is what resume reloads */
+    if (sim_checkpoint_hash_file(path, &sc.spec.scenario_hash, &err)) {
+        sim_scenario_destroy(&sc);
+        return print_err(&err);
+    }
     sc.spec.out_dir = out;
     sc.spec.quiet = o->quiet;
     sc.spec.workers = o->workers;
+    sc.spec.resume = o->resume;
+    sc.spec.checkpoint_every = o->checkpoint_every;
+    sc.spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
+    sc.spec.stop = &stop_signal;
+    /* test hook: stop as if interrupted right after the checkpoint of this aggregation */
+    const char *hook = getenv("FEDSIM_TEST_STOP_AFTER_CHECKPOINT");
+    sc.spec.stop_after_round = hook ? atoi(hook) : 0;
+    catch_stop_signals();
     FILE *trace = NULL;
     if (o->trace && !(trace = fopen(o->trace, "w"))) {
         sim_scenario_destroy(&sc);
@@ -430,10 +499,12 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
         return print_err(&err);
     }
     if (!o->quiet)
-        fprintf(stderr, "fedsim: %s: %d clients, %s, %s, %d %s; outputs in %s/\n", sc.name,
-                sc.spec.n_clients, sc.model, sc.spec.algo->name, sc.spec.fed.rounds,
+        fprintf(stderr, "fedsim: %s%s: %d clients, %s, %s, %d %s; outputs in %s/\n",
+                o->resume ? "resuming " : "", sc.name, sc.spec.n_clients, sc.model,
+                sc.spec.algo->name, sc.spec.fed.rounds,
                 sc.spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
     int rc = sim_engine_run(e, &err);
+    int sc_mode_sync = sc.spec.fed.mode == SIM_SYNC;
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
@@ -446,6 +517,18 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
         print_err(&err);
         fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
         return 2;
+    }
+    if (t.stopped) {
+        char ts[32];
+        sim_format_time(ts, sizeof ts, t.now);
+        fprintf(stderr,
+                "\nfedsim: %s after %s %d at simulated %s; state saved in "
+                "%s/checkpoint.msgpack\nfedsim: continue with: fedsim resume %s\n",
+                stop_signal == SIGTERM ? "stopped by SIGTERM"
+                : stop_signal          ? "interrupted (SIGINT)"
+                                       : "stopped by FEDSIM_TEST_STOP_AFTER_CHECKPOINT",
+                sc_mode_sync ? "round" : "aggregation", t.round, ts, out, out);
+        return stop_signal == SIGTERM ? 128 + SIGTERM : 128 + SIGINT;
     }
     if (t.workers_replaced)
         fprintf(stderr,
@@ -471,6 +554,26 @@ static int cmd_run(int argc, char **argv)
     run_opts o;
     int rc = parse_run(&o, argc, argv, OPTS_RUN);
     if (rc) return rc;
+    char out[1600];
+    return run_one(&o, out, sizeof out);
+}
+
+/* fedsim resume RUN_DIR: the run continues from RUN_DIR/checkpoint.msgpack with RUN_DIR's
+ * resolved scenario.yaml (no --set: a checkpoint belongs to exactly that text). */
+static int cmd_resume(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_run(&o, argc, argv, OPTS_RESUME);
+    if (rc) return rc;
+    char dir[1024], scenario[1100];
+    snprintf(dir, sizeof dir, "%s", o.scenario);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') /* "runs/x/" and "runs/x" name the same folder */
+        dir[--n] = 0;
+    snprintf(scenario, sizeof scenario, "%s/scenario.yaml", dir);
+    o.scenario = scenario;
+    o.out = dir;
+    o.resume = 1;
     char out[1600];
     return run_one(&o, out, sizeof out);
 }
@@ -823,6 +926,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "resume")) return cmd_resume(argc - 2, argv + 2);
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 2, argv + 2);

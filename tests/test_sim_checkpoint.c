@@ -1,0 +1,220 @@
+/* tests/test_sim_checkpoint.c -- checkpoints and `fedsim resume` end to end through the fedsim
+ * binary ($FEDSIM_BIN), on the tiny scenario:
+ *   - a run stopped right after its checkpoint at aggregation K (test hook
+ *     FEDSIM_TEST_STOP_AFTER_CHECKPOINT=K, exit 130) and resumed ends with metrics.tsv,
+ *     clients.tsv, events.msgpack and timeline.tsv byte-identical to an uninterrupted run: sync,
+ *     over-commit (late jobs still in flight across the checkpoint) and async (jobs and buffered
+ *     updates in flight); resuming with --workers 0 and 2 gives the same outputs;
+ *   - a real SIGINT to a running `fedsim run` (at whatever event it lands on) exits 130, leaves a
+ *     checkpoint, and resume completes to the same bytes;
+ *   - a corrupted (one flipped byte), truncated or foreign (scenario.yaml changed) checkpoint is
+ *     rejected with exit status 2 and a message naming the file, and no output is touched;
+ *   - a finished run leaves no checkpoint.
+ */
+#include "tests/check.h"
+#include "tests/files.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[64];
+static const char *bin;
+
+static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack", "timeline.tsv"};
+
+static const char *const variants[][2] = {
+        {"sync", ""},
+        {"overcommit", "--set 'federation={per_round: 2, over_commit: 2.0}'"},
+        {"async", "--set 'federation={mode: async, concurrency: 4, buffer: 2, staleness: {kind: "
+                  "polynomial, a: 0.5}}' --set rounds=8"},
+};
+
+static int status_of(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Run tiny.yaml into dir/name (env: assignments before the command); stderr in dir/name.err. */
+static int run(const char *env, const char *name, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s %s run scenarios/tiny.yaml -q --plots none --out %s/%s %s >/dev/null 2>%s/%s.err",
+             env, bin, dir, name, args, dir, name);
+    return status_of(system(cmd));
+}
+
+static int resume(const char *name, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s resume %s/%s -q --plots none %s >/dev/null 2>%s/%s.rerr", bin,
+             dir, name, args, dir, name);
+    return status_of(system(cmd));
+}
+
+/* Run a shell command with every "@" in it replaced by the test folder. */
+static int sh(const char *tmpl)
+{
+    char cmd[2048];
+    size_t n = 0;
+    for (const char *t = tmpl; *t && n + sizeof dir < sizeof cmd; t++)
+        if (*t == '@')
+            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s", dir);
+        else
+            cmd[n++] = *t;
+    cmd[n] = 0;
+    return status_of(system(cmd));
+}
+
+static int same_outputs(const char *a, const char *b, int verbose)
+{
+    int same = 1;
+    for (int i = 0; i < 4; i++) {
+        char pa[200], pb[200];
+        snprintf(pa, sizeof pa, "%s/%s/%s", dir, a, outs[i]);
+        snprintf(pb, sizeof pb, "%s/%s/%s", dir, b, outs[i]);
+        if (!test_same_file(pa, pb)) {
+            if (verbose) printf("%s differs between %s and %s\n", outs[i], a, b);
+            same = 0;
+        }
+    }
+    return same;
+}
+
+static int exists(const char *name, const char *file)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s/%s", dir, name, file);
+    return access(p, F_OK) == 0;
+}
+
+static char *text_of(const char *name, const char *ext)
+{
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/%s.%s", dir, name, ext);
+    return test_slurp(p, &len);
+}
+
+/* Lines in dir/name/metrics.tsv (0 when absent). */
+static int metrics_lines(const char *name)
+{
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/%s/metrics.tsv", dir, name);
+    char *t = test_slurp(p, &len);
+    int n = 0;
+    for (size_t i = 0; t && i < len; i++)
+        n += t[i] == '\n';
+    free(t);
+    return n;
+}
+
+/* The checkpoint of dir/name is rejected (exit 2, message naming it) and no output changes. */
+static void check_rejected(const char *name, const char *why, const char *expect)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cp -r @/%s @/%s.before", name, name);
+    CHECK_MSG(sh(cmd) == 0, "copy %s", name);
+    CHECK_MSG(resume(name, "--workers 0") == 2, "%s: resume exits 2", why);
+    char *msg = text_of(name, "rerr");
+    CHECK_MSG(msg && strstr(msg, "checkpoint.msgpack") && strstr(msg, expect),
+              "%s: the message names the file and says '%s': %s", why, expect, msg ? msg : "");
+    CHECK_MSG(msg && !strstr(msg, "Sanitizer") && !strstr(msg, "runtime error"),
+              "%s: no sanitizer report", why);
+    free(msg);
+    char before[128];
+    snprintf(before, sizeof before, "%s.before", name);
+    CHECK_MSG(same_outputs(name, before, 1), "%s: outputs untouched", why);
+}
+
+int main(void)
+{
+    bin = getenv("FEDSIM_BIN");
+    if (!bin) bin = "build/test/fedsim";
+    snprintf(dir, sizeof dir, "/tmp/fedsim-ckpt-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char args[1024], name[64], full[64];
+
+    /* (a) stop after the checkpoint at aggregation 2 (every 2), resume, compare; (d) resume with
+     * 0 and with 2 workers */
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        const char *vn = variants[v][0], *set = variants[v][1];
+        snprintf(full, sizeof full, "%s-full", vn);
+        snprintf(args, sizeof args, "--workers 0 %s", set);
+        CHECK_MSG(run("", full, args) == 0, "%s: uninterrupted run", vn);
+        CHECK_MSG(!exists(full, "checkpoint.msgpack"), "%s: a finished run leaves no checkpoint",
+                  vn);
+        for (int w = 0; w <= 2; w += 2) {
+            snprintf(name, sizeof name, "%s-w%d", vn, w);
+            snprintf(args, sizeof args, "--workers 0 --checkpoint-every 2 %s", set);
+            CHECK_MSG(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", name, args) == 130,
+                      "%s: the hook stops the run with status 130", vn);
+            CHECK_MSG(exists(name, "checkpoint.msgpack"), "%s: the stopped run left a checkpoint",
+                      vn);
+            CHECK_MSG(!same_outputs(full, name, 0), "%s: the stopped run's outputs are partial",
+                      vn);
+            snprintf(args, sizeof args, "--workers %d", w);
+            CHECK_MSG(resume(name, args) == 0, "%s: resume with --workers %d", vn, w);
+            CHECK_MSG(same_outputs(full, name, 1), "%s: resumed (--workers %d) = uninterrupted", vn,
+                      w);
+            CHECK_MSG(!exists(name, "checkpoint.msgpack"), "%s: resumed to the end: no checkpoint",
+                      vn);
+        }
+    }
+
+    /* (b) a real SIGINT lands on a running run at some event; resume ends the same */
+    const char *long_set = "--workers 2 --set rounds=100 --set 'federation={per_round: 2, "
+                           "over_commit: 2.0}'";
+    CHECK(run("", "long-full", long_set) == 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "exec %s run scenarios/tiny.yaml -q --plots none --checkpoint-every 0 --out "
+             "%s/long %s >/dev/null 2>%s/long.err",
+             bin, dir, long_set, dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* signal once a few rounds are in metrics.tsv (header lines + rounds), well before the end */
+    for (int i = 0; i < 6000 && metrics_lines("long") < 2 + 5; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(status_of(st) == 130, "SIGINT: exit status 130 (got %d)", status_of(st));
+    char *msg = text_of("long", "err");
+    CHECK_MSG(msg && strstr(msg, "interrupted (SIGINT)") && strstr(msg, "fedsim resume "),
+              "SIGINT: says where the checkpoint is and how to resume: %s", msg ? msg : "");
+    free(msg);
+    CHECK(exists("long", "checkpoint.msgpack"));
+    CHECK_MSG(metrics_lines("long") < 2 + 101, "SIGINT: the run stopped before its end");
+    CHECK(resume("long", "--workers 2") == 0);
+    CHECK_MSG(same_outputs("long-full", "long", 1), "SIGINT then resume = uninterrupted");
+
+    /* (c) a corrupted, truncated or foreign checkpoint is never loaded */
+    const char *bad[] = {"flip", "cut", "foreign"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", bad[i], "--workers 0") == 130);
+    }
+    /* flip one byte in the middle of the payload */
+    CHECK(sh("f=@/flip/checkpoint.msgpack; n=$(($(stat -c %s $f) / 2)); "
+             "printf '\\377' | dd of=$f bs=1 seek=$n conv=notrunc status=none") == 0);
+    check_rejected("flip", "flipped byte", "corrupted");
+    CHECK(sh("f=@/cut/checkpoint.msgpack; truncate -s $(($(stat -c %s $f) - 100)) $f") == 0);
+    check_rejected("cut", "truncated", "truncated");
+    CHECK(sh("echo '# edited' >> @/foreign/scenario.yaml") == 0);
+    check_rejected("foreign", "changed scenario", "another scenario");
+    CHECK(resume("nothing-here", "") == 2);
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) printf("could not remove %s\n", dir);
+    return CHECK_DONE();
+}
