@@ -54,20 +54,20 @@ void fl_init_params(nn_model *m, const fl_env *env)
 }
 
 /* Cost of `steps` steps over n samples in batches of B, each epoch ending on a short batch. */
-static void cost_only(const nn_model *m, int n, int B, int steps, fl_result *res)
+static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result *res)
 {
     int full = n / B, rem = n % B, per_epoch = full + (rem > 0);
     nn_cost cb, cr = {0};
     nn_model_step_cost(m, B, &cb);
     if (rem) nn_model_step_cost(m, rem, &cr);
-    for (int s = 0; s < steps; s++) {
-        const nn_cost *c = rem && s % per_epoch == full ? &cr : &cb;
-        res->cost.flops += c->flops;
-        res->cost.flops_masked += c->flops_masked;
-        res->cost.flops_masked_nnz += c->flops_masked_nnz;
-        res->cost.samples += c->samples;
-    }
-    res->steps = steps;
+    /* the short batch is step `full` of every epoch: steps s with s % per_epoch == full */
+    int64_t n_short = rem && steps > full ? (steps - 1 - full) / per_epoch + 1 : 0;
+    double n_full = (double)(steps - n_short), ns = (double)n_short;
+    res->cost.flops += n_full * cb.flops + ns * cr.flops;
+    res->cost.flops_masked += n_full * cb.flops_masked + ns * cr.flops_masked;
+    res->cost.flops_masked_nnz += n_full * cb.flops_masked_nnz + ns * cr.flops_masked_nnz;
+    res->cost.samples += n_full * cb.samples + ns * cr.samples;
+    res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
 }
 
 void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
@@ -77,7 +77,8 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     int n = env->part->n[job->client], B = cfg->batch_size;
     if (n <= 0) return;
     int per_epoch = (n + B - 1) / B;
-    int steps = cfg->local_steps > 0 ? cfg->local_steps : cfg->local_epochs * per_epoch;
+    int64_t steps =
+            cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * per_epoch;
     if (env->cost_only) {
         cost_only(m, n, B, steps, res);
         return;
@@ -94,7 +95,7 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &r);
     nn_cost before = m->cost;
     double loss = 0;
-    for (int s = 0; s < steps; s++) {
+    for (int64_t s = 0; s < steps; s++) {
         int nb = nn_batcher_next(&b);
         if (!nb) nb = nn_batcher_next(&b);
         nn_model_zero_grad(m);
@@ -114,6 +115,6 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     res->cost.flops_masked_nnz += m->cost.flops_masked_nnz - before.flops_masked_nnz;
     res->cost.samples += m->cost.samples - before.samples;
     res->loss = steps ? loss / steps : 0;
-    res->steps = steps;
+    res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
     nn_batcher_destroy(&b);
 }

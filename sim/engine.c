@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 const char *const sim_event_names[SIM_EV_COUNT] = {
-        "round_start", "dispatch", "download_done", "train_done", "upload_done",
-        "job_lost",    "deadline", "aggregate",     "evaluate",   "late",
+        "round_start", "dispatch",  "download_done", "train_done", "upload_done", "job_lost",
+        "deadline",    "aggregate", "evaluate",      "late",       "retry",
 };
 
 typedef struct sim_client {
@@ -78,6 +78,9 @@ struct sim_engine {
     uint64_t next_job, dispatches;
     int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
+    sim_time retry_at; /* async: when a pending wake-up refills idle slots (-1: none pending) */
+    int eval_round;    /* round and time of the last evaluation (-1: none yet) */
+    sim_time eval_time;
     sim_totals tot; /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
     /* outputs */
     FILE *metrics, *clients_f, *events_f, *timeline_f;
@@ -235,7 +238,7 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     if (t_train <= end) schedule(e, t_train, SIM_EV_TRAIN_DONE, c, id);
     if (off < t_up)
         schedule(e, off, SIM_EV_JOB_LOST, c, id);
-    else
+    else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
         schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
     cl->weight = e->spec.env.part->n[c];
     return SIM_OK;
@@ -343,6 +346,8 @@ static int cmp_double(const void *a, const void *b)
 static void evaluate(sim_engine *e)
 {
     const fl_env *env = &e->spec.env;
+    e->eval_round = e->round;
+    e->eval_time = e->now;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
     double pmean = NAN, p10 = NAN;
     if (env->cost_only) {
@@ -418,6 +423,15 @@ static void progress(sim_engine *e, int final)
 /* ---------------------------------------------------------------------------------------- */
 /* synchronous rounds */
 
+/* Updates that can arrive for one aggregation (+1): sync, the jobs a round starts (at most n);
+ * async, the buffer. Sizes the arrival arrays. */
+static int arrival_cap(const sim_fed_config *f, int n)
+{
+    if (f->mode != SIM_SYNC) return f->buffer + 1;
+    double w = ceil(f->per_round * f->over_commit - 1e-9);
+    return (w > n ? n : (int)w) + 1;
+}
+
 static int start_round(sim_engine *e, sim_err *err);
 
 /* Hand client c's update to the algorithm (cost-only runs have sizes but no content). */
@@ -461,7 +475,7 @@ static int start_round(sim_engine *e, sim_err *err)
 {
     const sim_fed_config *f = &e->spec.fed;
     log_event(e, SIM_EV_ROUND_START, -1, 0, 0);
-    int want = (int)ceil(f->per_round * f->over_commit - 1e-9);
+    int want = arrival_cap(f, e->n) - 1; /* ceil(per_round × over_commit), at most n */
     int32_t *sel = sim_xmalloc(sizeof(int32_t) * (size_t)(want > 0 ? want : 1));
     int got = select_clients(e, want, sel, (uint64_t)e->round);
     e->n_arrived = 0;
@@ -513,16 +527,32 @@ double sim_staleness_weight(const sim_fed_config *f, int tau)
     }
 }
 
+/* Keep `concurrency` jobs in flight. When too few idle clients are online, wake up again when
+ * the first idle one comes online (busy ones refill the slots themselves when they arrive or are
+ * lost); one wake-up is pending at a time. */
 static int async_fill(sim_engine *e, sim_err *err)
 {
     int want = e->spec.fed.concurrency - e->in_flight;
     if (want <= 0) return SIM_OK;
+    if (want > e->n) want = e->n;
     int32_t *sel = sim_xmalloc(sizeof(int32_t) * (size_t)want);
     int got = select_clients(e, want, sel, e->dispatches + ((uint64_t)1 << 40));
     qsort(sel, (size_t)got, sizeof *sel, cmp_i32);
     int rc = dispatch_batch(e, sel, got, err);
     free(sel);
-    return rc;
+    if (rc || got == want || e->retry_at >= 0) return rc;
+    sim_time next = DEV_TIME_NEVER;
+    for (int32_t c = 0; c < e->n; c++) {
+        sim_client *cl = &e->c[c];
+        if (cl->excluded || cl->busy) continue;
+        sim_time t = dev_avail_next_change(&cl->avail, e->now);
+        if (t < next) next = t;
+    }
+    if (next != DEV_TIME_NEVER) {
+        e->retry_at = next;
+        schedule(e, next, SIM_EV_RETRY, -1, 0);
+    }
+    return SIM_OK;
 }
 
 static int cmp_buffered(const void *a, const void *b)
@@ -570,7 +600,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  *   ["fedsim-checkpoint", CKPT_VERSION, name, seed, scenario_hash, n_clients,
  *    [bytes of metrics.tsv, clients.tsv, events.msgpack, timeline.tsv],
  *    [now, round, round_open, target, in_flight, n_arrived, next_job, dispatches, participants,
- *     next_eval_time],
+ *     next_eval_time, retry_at, eval_round, eval_time],
  *    [bytes_up, bytes_down, flops, jobs, dropped, late, excluded, events, acc_global, loss_global],
  *    arrived (sync: client ids), buffered (async: [client, staleness, up, up_len, weight]...),
  *    perm (bin of n uint32), [next_seq, [[at, seq, kind, who, arg]...] in heap-array order],
@@ -639,7 +669,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_array(pk, 4);
     for (int i = 0; i < 4; i++)
         msgpack_pack_uint64(pk, len[i]);
-    msgpack_pack_array(pk, 10);
+    msgpack_pack_array(pk, 13);
     msgpack_pack_int64(pk, e->now);
     msgpack_pack_int(pk, e->round);
     msgpack_pack_int(pk, e->round_open);
@@ -650,6 +680,9 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_uint64(pk, e->dispatches);
     msgpack_pack_int(pk, e->participants);
     msgpack_pack_int64(pk, e->next_eval_time);
+    msgpack_pack_int64(pk, e->retry_at);
+    msgpack_pack_int(pk, e->eval_round);
+    msgpack_pack_int64(pk, e->eval_time);
     const sim_totals *t = &e->tot;
     msgpack_pack_array(pk, 10);
     msgpack_pack_double(pk, t->bytes_up);
@@ -841,9 +874,8 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         out_len[i] = rd_u64(&s);
     if (s.bad) return ckpt_bad(path, "output lengths", err);
     int sync = e->spec.fed.mode == SIM_SYNC;
-    int cap = sync ? (int)ceil(e->spec.fed.per_round * e->spec.fed.over_commit) + 1
-                   : e->spec.fed.buffer + 1;
-    rd_sub(&r, &s, 10);
+    int cap = arrival_cap(&e->spec.fed, e->n);
+    rd_sub(&r, &s, 13);
     e->now = rd_int(&s, 0, INT64_MAX);
     e->round = (int)rd_int(&s, 0, INT32_MAX);
     e->round_open = (int)rd_int(&s, 0, 1);
@@ -855,6 +887,9 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     e->dispatches = rd_u64(&s);
     e->participants = (int)rd_int(&s, 0, INT32_MAX);
     e->next_eval_time = rd_int(&s, 0, INT64_MAX);
+    e->retry_at = rd_int(&s, -1, INT64_MAX);
+    e->eval_round = (int)rd_int(&s, -1, INT32_MAX);
+    e->eval_time = rd_int(&s, 0, INT64_MAX);
     if (s.bad) return ckpt_bad(path, "protocol state", err);
     sim_totals *t = &e->tot;
     rd_sub(&r, &s, 10);
@@ -1015,6 +1050,10 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     switch (ev->kind) {
     case SIM_EV_ROUND_START:
         return start_round(e, err);
+    case SIM_EV_RETRY:
+        e->retry_at = -1;
+        log_event(e, ev->kind, -1, 0, 0);
+        return async_fill(e, err);
     case SIM_EV_DOWNLOAD_DONE:
         log_event(e, ev->kind, ev->who, 0, 0);
         timeline_row(e, ev->who, "download", cl->job_start, "ok");
@@ -1116,6 +1155,8 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         if (e->stopped) break;
     }
     if (e->stopped) return rc; /* the checkpoint holds the rest; clients.tsv comes at the end */
+    /* a run cut short by max_time (or with nothing left to do) still ends on an evaluation */
+    if (!rc && (e->eval_round != e->round || e->eval_time != e->now)) evaluate(e);
     if (!rc && e->spec.fed.mode == SIM_ASYNC && !e->done && e->round < e->spec.fed.rounds &&
         e->spec.fed.max_time == 0 && !sim_queue_peek(&e->q))
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
@@ -1186,13 +1227,13 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     e->n = spec->n_clients;
     e->c = sim_xcalloc((size_t)e->n, sizeof *e->c);
     e->perm = sim_xmalloc(sizeof(uint32_t) * (size_t)e->n);
-    int cap = spec->fed.mode == SIM_SYNC
-                      ? (int)ceil(spec->fed.per_round * spec->fed.over_commit) + 1
-                      : spec->fed.buffer + 1;
+    int cap = arrival_cap(&spec->fed, e->n);
     e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
     e->buf = sim_xcalloc((size_t)cap, sizeof *e->buf);
     e->tot.acc_global = e->tot.loss_global = NAN;
     e->next_eval_time = spec->eval.every_time;
+    e->retry_at = -1;
+    e->eval_round = -1;
     sim_queue_init(&e->q);
     fl_worker_init(&e->worker);
     nn_model_init(&e->eval_model, spec->env.arch, 256);
@@ -1228,7 +1269,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     /* Fork now: the workers inherit the datasets, partition and environment loaded so far, and
      * nothing the engine writes later. Cost-only jobs are too cheap to be worth a frame. */
     if (!rc && spec->workers > 0 && !spec->env.cost_only)
-        rc = sim_pool_new(&e->pool, spec->workers, spec->algo, &e->spec.env, err);
+        rc = sim_pool_new(&e->pool, spec->workers, spec->algo, &e->spec.env, spec->job_timeout_s,
+                          err);
     if (rc) {
         sim_engine_free(e);
         return rc;
@@ -1310,6 +1352,7 @@ void sim_engine_totals(const sim_engine *e, sim_totals *t)
 {
     *t = e->tot;
     t->workers_replaced = sim_pool_replaced(e->pool);
+    t->workers_timed_out = sim_pool_timeouts(e->pool);
     t->now = e->now;
     t->round = e->round;
     t->stopped = e->stopped;

@@ -75,6 +75,8 @@ typedef struct sim_run_spec {
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
     int quiet;            /* no progress line */
     int workers;          /* training processes (sim/pool.h); 0 = train in this process */
+    double job_timeout_s; /* wall seconds a worker may hold a job before it is replaced (0 = none)
+                           */
     FILE *trace;          /* if non-NULL, every event as one text line (golden tests) */
     /* Called after every aggregation (final = 0) and once at the end (final = 1), after the
      * output files are flushed, so an observer (the live plots) may read them. It must not
@@ -113,6 +115,7 @@ typedef struct sim_totals {
     long jobs, dropped, late, excluded;
     long events;
     long workers_replaced;          /* worker processes that died and were replaced (jobs re-run) */
+    long workers_timed_out;         /* of those, killed for exceeding spec.job_timeout_s */
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
     int stopped;                    /* stopped on request (spec.stop), leaving a checkpoint */
 } sim_totals;
@@ -130,6 +133,7 @@ enum {
     SIM_EV_AGGREGATE,
     SIM_EV_EVALUATE,
     SIM_EV_LATE,
+    SIM_EV_RETRY, /* async: idle slots are refilled once a client comes online */
     SIM_EV_COUNT
 };
 extern const char *const sim_event_names[SIM_EV_COUNT];

@@ -35,7 +35,8 @@ static const char usage[] =
         "commands:\n"
         "  run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only] [-q]\n"
         "             [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
-        "             [--workers N] [--checkpoint-every N] [--checkpoint-minutes T]\n"
+        "             [--workers N] [--job-timeout S] [--checkpoint-every N]\n"
+        "             [--checkpoint-minutes T]\n"
         "             run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml "
         "(resolved),\n"
         "             metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that\n"
@@ -47,17 +48,20 @@ static const char usage[] =
         "             reports the FLOPs and bytes the jobs would have; --trace writes every\n"
         "             event as a line of text; --workers N trains client jobs in N forked\n"
         "             processes [online cores], 0 = in this process; outputs do not depend on N.\n"
+        "             --job-timeout S: a worker holding a job over S wall seconds is killed and\n"
+        "             replaced, and the job re-run (3 tries) [0 = no limit]; outputs unchanged.\n"
         "             DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall\n"
         "             minutes [10] (0 = off), and on SIGINT/SIGTERM, which stop the run\n"
         "             (exit 130/143); a finished run removes it\n"
-        "  resume RUN_DIR [-q] [--workers N] [--plots ...] [--checkpoint-every N]\n"
-        "             [--checkpoint-minutes T]\n"
+        "  resume RUN_DIR [-q] [--workers N] [--job-timeout S] [--plots ...]\n"
+        "             [--checkpoint-every N] [--checkpoint-minutes T]\n"
         "             continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
         "             scenario.yaml; the outputs end byte-identical to an uninterrupted run's\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
         "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...] [--workers N]\n"
+        "             [--job-timeout S]\n"
         "             one run per point of the grid of --vary values, in DIR/key=value,...\n"
         "             [runs/sweep-SCENARIO]; then DIR/summary.tsv (final accuracy, simulated\n"
         "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots\n"
@@ -279,6 +283,7 @@ typedef struct run_opts {
     int n_sets, n_vary, quiet, cost_only, have_seed, workers;
     int checkpoint_every;      /* rounds/aggregations between checkpoints, 0 = none */
     double checkpoint_minutes; /* or wall minutes, 0 = none */
+    double job_timeout;        /* wall seconds per worker job, 0 = none (cannot change results) */
     int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
     unsigned long long seed;
     plot_opts plots;
@@ -309,7 +314,8 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
         } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
                     !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
                     !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers") ||
-                    !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-minutes")) &&
+                    !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-minutes") ||
+                    !strcmp(a, "--job-timeout")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
             double x;
@@ -342,6 +348,8 @@ static int parse_run(run_opts *o, int argc, char **argv, int what)
                 o->checkpoint_every = (int)x;
             } else if (!strcmp(a, "--checkpoint-minutes") && runs) {
                 if (parse_num(a, v, 0, 1e9, &o->checkpoint_minutes)) return 2;
+            } else if (!strcmp(a, "--job-timeout") && runs) {
+                if (parse_num(a, v, 0, 1e9, &o->job_timeout)) return 2;
             } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
                 if (parse_num(a, v, 0, 1, &o->plots.target)) return 2;
             } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
@@ -467,6 +475,7 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     sc.spec.out_dir = out;
     sc.spec.quiet = o->quiet;
     sc.spec.workers = o->workers;
+    sc.spec.job_timeout_s = o->job_timeout;
     sc.spec.resume = o->resume;
     sc.spec.checkpoint_every = o->checkpoint_every;
     sc.spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
@@ -530,10 +539,15 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
                 sc_mode_sync ? "round" : "aggregation", t.round, ts, out, out);
         return stop_signal == SIGTERM ? 128 + SIGTERM : 128 + SIGINT;
     }
-    if (t.workers_replaced)
+    if (t.workers_replaced > t.workers_timed_out)
         fprintf(stderr,
                 "fedsim: %ld worker process(es) died and were replaced; their jobs were re-run\n",
-                t.workers_replaced);
+                t.workers_replaced - t.workers_timed_out);
+    if (t.workers_timed_out)
+        fprintf(stderr,
+                "fedsim: %ld worker process(es) exceeded --job-timeout and were killed and "
+                "replaced; their jobs were re-run\n",
+                t.workers_timed_out);
     char ts[32], up[32], down[32];
     sim_format_time(ts, sizeof ts, t.now);
     sim_format_bytes(up, sizeof up, t.bytes_up);

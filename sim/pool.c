@@ -9,7 +9,8 @@
  * completes) and reads results without blocking from ev_io callbacks, reassembling frames. Worker
  * exits are seen as EOF on the socket and reaped with waitpid(pid): not with ev_child, because
  * libev reaps with waitpid(-1), which would also take the exit status of the gnuplot child that
- * plots/ waits for by pid.
+ * plots/ waits for by pid. With a job timeout, each busy worker has a one-shot ev_timer armed when
+ * its job is sent; if it fires first, the worker is killed and handled as one that died.
  */
 #define _GNU_SOURCE /* close_range */
 #include "sim/pool.h"
@@ -36,6 +37,8 @@ typedef struct pool_worker {
     pid_t pid; /* 0 when none */
     int fd;    /* coordinator's end of the socketpair, -1 when none */
     ev_io io;
+    ev_timer timer;        /* the job timeout, active while a job is in flight (if any timeout) */
+    int timed_out;         /* the current process was killed for holding its job too long */
     int job;               /* batch index of the in-flight job, -1 when idle */
     int tries;             /* times the in-flight job was sent */
     int32_t client, round; /* the in-flight job, to check the result against */
@@ -52,8 +55,10 @@ struct sim_pool {
     pool_worker *w;
     sim_job_out *outs; /* the current batch (borrowed) */
     int n_jobs, n_pending;
-    int replaced; /* workers that died mid-run and were replaced */
-    int rc;       /* first error of the batch (then err), SIM_OK otherwise */
+    double job_timeout_s; /* wall seconds a worker may hold a job, 0 = no limit */
+    int replaced;         /* workers that died or timed out mid-run and were replaced */
+    int timeouts;         /* of those, workers killed for exceeding job_timeout_s */
+    int rc;               /* first error of the batch (then err), SIM_OK otherwise */
     sim_err err;
 };
 
@@ -196,6 +201,9 @@ static void worker_main(int fd, int slot, int gen, const fl_algo *algo, const fl
         job.client = (int32_t)client;
         job.round = (int32_t)round;
         if (test_hook("FEDSIM_TEST_WORKER_KILL", slot, gen, job_no)) raise(SIGKILL);
+        if (test_hook("FEDSIM_TEST_WORKER_HANG", slot, gen, job_no))
+            for (;;) /* a stuck job: only the coordinator's SIGKILL ends it */
+                pause();
         fl_result res;
         fl_result_init(&res);
         sim_err err = {0};
@@ -272,6 +280,7 @@ static int spawn(sim_pool *p, pool_worker *w, sim_err *err)
     w->pid = pid;
     w->fd = sv[0];
     w->in_len = 0;
+    w->timed_out = 0;
     ev_io_init(&w->io, on_readable, w->fd, EV_READ);
     w->io.data = w;
     ev_io_start(p->loop, &w->io);
@@ -282,6 +291,7 @@ static int spawn(sim_pool *p, pool_worker *w, sim_err *err)
 static int reap(sim_pool *p, pool_worker *w)
 {
     int st = 0;
+    ev_timer_stop(p->loop, &w->timer);
     if (w->fd >= 0) {
         ev_io_stop(p->loop, &w->io);
         close(w->fd);
@@ -303,8 +313,11 @@ static int replace(sim_pool *p, pool_worker *w, sim_err *err)
     pid_t old = w->pid;
     int st = reap(p, w);
     if (w->job >= 0 && w->tries >= SIM_POOL_MAX_TRIES) {
-        char how[64];
-        if (WIFSIGNALED(st))
+        char how[96];
+        if (w->timed_out)
+            snprintf(how, sizeof how, "timed out (no result within --job-timeout %g s)",
+                     p->job_timeout_s);
+        else if (WIFSIGNALED(st))
             snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(st));
         else
             snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
@@ -315,18 +328,28 @@ static int replace(sim_pool *p, pool_worker *w, sim_err *err)
     }
     w->gen++;
     p->replaced++;
+    p->timeouts += w->timed_out;
     return spawn(p, w, err);
 }
 
-/* Send (or re-send) slot w's in-flight frame, replacing the worker while sends fail. */
+/* Send (or re-send) slot w's in-flight frame, replacing the worker while sends fail, then arm
+ * the job timeout. The loop's clock is refreshed first: between batches the coordinator computes
+ * outside the loop, and a timer started from a stale ev_now would fire early. */
 static int deliver(sim_pool *p, pool_worker *w, sim_err *err)
 {
     for (;;) {
         w->tries++;
-        if (!write_full(w->fd, w->frame.data, w->frame.size)) return SIM_OK;
+        if (!write_full(w->fd, w->frame.data, w->frame.size)) break;
         int rc = replace(p, w, err);
         if (rc) return rc;
     }
+    if (p->job_timeout_s > 0) {
+        ev_now_update(p->loop);
+        ev_timer_stop(p->loop, &w->timer);
+        ev_timer_set(&w->timer, p->job_timeout_s, 0.);
+        ev_timer_start(p->loop, &w->timer);
+    }
+    return SIM_OK;
 }
 
 static void pool_fail(sim_pool *p, const sim_err *err, int rc)
@@ -398,6 +421,7 @@ static int take_result(sim_pool *p, pool_worker *w, const unsigned char *body, s
         o->res.steps = (int)steps;
     }
     msgpack_unpacked_destroy(&u);
+    ev_timer_stop(p->loop, &w->timer);
     w->job = -1;
     p->n_pending--;
     return SIM_OK;
@@ -459,8 +483,24 @@ static void on_readable(struct ev_loop *loop, ev_io *io, int revents)
     }
 }
 
+/* Slot w held its job past the timeout: kill it and re-run the job on a new process, as if it had
+ * died (the try counts). A result already waiting unread in the socket is discarded with the
+ * process; the re-run computes the same bytes. */
+static void on_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    pool_worker *w = t->data;
+    sim_pool *p = w->pool;
+    if (w->job < 0) return;
+    sim_err err = {0};
+    w->timed_out = 1;
+    int rc = replace(p, w, &err);
+    if (!rc) rc = deliver(p, w, &err);
+    if (rc) pool_fail(p, &err, rc);
+}
+
 int sim_pool_new(sim_pool **out, int n_workers, const fl_algo *algo, const fl_env *env,
-                 sim_err *err)
+                 double job_timeout_s, sim_err *err)
 {
     *out = NULL;
     sim_pool *p = sim_xcalloc(1, sizeof *p);
@@ -471,6 +511,7 @@ int sim_pool_new(sim_pool **out, int n_workers, const fl_algo *algo, const fl_en
     }
     p->algo = algo;
     p->env = env;
+    p->job_timeout_s = job_timeout_s;
     p->n = n_workers;
     p->w = sim_xcalloc((size_t)n_workers, sizeof *p->w);
     for (int i = 0; i < n_workers; i++) {
@@ -479,6 +520,8 @@ int sim_pool_new(sim_pool **out, int n_workers, const fl_algo *algo, const fl_en
         w->slot = i;
         w->fd = -1;
         w->job = -1;
+        ev_timer_init(&w->timer, on_timeout, 0., 0.);
+        w->timer.data = w;
         msgpack_sbuffer_init(&w->frame);
     }
     for (int i = 0; i < n_workers; i++) {
@@ -521,6 +564,11 @@ void sim_pool_free(sim_pool *p)
 int sim_pool_replaced(const sim_pool *p)
 {
     return p ? p->replaced : 0;
+}
+
+int sim_pool_timeouts(const sim_pool *p)
+{
+    return p ? p->timeouts : 0;
 }
 
 void sim_pool_begin(sim_pool *p, int n, sim_job_out *outs)

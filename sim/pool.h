@@ -13,12 +13,15 @@
  * nothing assumes shared memory after the fork (DESIGN.md §13: the same frames could go to MPI
  * ranks). Frames from workers are validated (size, msgpack types, fields, lengths); a bad frame is
  * an error naming the worker and the job. A worker that dies (EOF on its socket) is reaped,
- * replaced, and its in-flight job re-sent; a job that kills SIM_POOL_MAX_TRIES workers in a row is
- * an error.
+ * replaced, and its in-flight job re-sent; so is one that holds a job longer than the job timeout
+ * (wall seconds, an ev_timer per worker; it is killed first). A job that kills or outlasts
+ * SIM_POOL_MAX_TRIES workers in a row is an error. Wall time decides only which process trains a
+ * job, never what the job computes, so a timeout cannot change an output.
  *
  * Test hooks (read from the environment by workers; for tests only): FEDSIM_TEST_WORKER_KILL=K:J
- * makes the first process of worker K raise SIGKILL on receiving its J-th job, and
- * FEDSIM_TEST_WORKER_GARBAGE=K:J makes it answer its J-th job with a malformed frame.
+ * makes the first process of worker K raise SIGKILL on receiving its J-th job,
+ * FEDSIM_TEST_WORKER_GARBAGE=K:J makes it answer its J-th job with a malformed frame, and
+ * FEDSIM_TEST_WORKER_HANG=K:J makes it sleep forever (pause) on its J-th job, for the job timeout.
  */
 #ifndef SIM_POOL_H
 #define SIM_POOL_H
@@ -39,14 +42,18 @@ typedef struct sim_job_out {
 
 typedef struct sim_pool sim_pool;
 
-/* Fork n_workers workers for algo on env (both borrowed: they must outlive the pool). */
+/* Fork n_workers workers for algo on env (both borrowed: they must outlive the pool). A job not
+ * answered within job_timeout_s wall seconds of being sent is re-run on a new worker (0 = wait
+ * forever). */
 int sim_pool_new(sim_pool **out, int n_workers, const fl_algo *algo, const fl_env *env,
-                 sim_err *err);
+                 double job_timeout_s, sim_err *err);
 /* Close every socket and reap every worker (busy ones are killed first). Accepts NULL. */
 void sim_pool_free(sim_pool *p);
 
-/* Workers that died and were replaced so far. */
+/* Workers that died or timed out and were replaced so far. */
 int sim_pool_replaced(const sim_pool *p);
+/* Of those, workers killed for exceeding the job timeout. */
+int sim_pool_timeouts(const sim_pool *p);
 
 /* Start a batch of n jobs; job i's outcome lands in outs[i] (res initialized by the caller). */
 void sim_pool_begin(sim_pool *p, int n, sim_job_out *outs);

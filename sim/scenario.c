@@ -4,6 +4,7 @@
  * written into the tree, so the resolved scenario in the run folder lists every setting that
  * ran. After reading, sim_yaml_check_used rejects any key nobody asked for.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "sim/scenario.h"
 
 #include "devices/catalog.h"
@@ -153,8 +154,10 @@ static int need_map(const section *s, const char *key, sim_err *err)
 }
 
 /* Path relative to the directory of the file a node came from (cut at n − 1 bytes: a path that
- * long then fails to open, with its name in the message). */
-static void resolve_path(char *out, size_t n, const sim_yaml *node, const char *p)
+ * long then fails to open, with its name in the message), made absolute when it exists. The
+ * node's text is replaced by that path, so the resolved scenario in a run folder names the same
+ * files wherever it is read from (fedsim resume reads it from the run folder). */
+static void resolve_path(char *out, size_t n, sim_yaml *node, const char *p)
 {
     int len;
     if (p[0] == '/' || !node || !node->file || !strchr(node->file, '/'))
@@ -163,6 +166,35 @@ static void resolve_path(char *out, size_t n, const sim_yaml *node, const char *
         len = snprintf(out, n, "%.*s/%s", (int)(strrchr(node->file, '/') - node->file), node->file,
                        p);
     if (len < 0 || (size_t)len >= n) out[n - 1] = 0;
+    char *abs = realpath(out, NULL);
+    if (abs && strlen(abs) < n) snprintf(out, n, "%s", abs);
+    free(abs);
+    if (node && node->kind == SIM_YAML_SCALAR && strcmp(node->value, out)) {
+        free(node->value);
+        node->value = sim_xstrdup(out);
+    }
+}
+
+/* The same for trace files named inside scenario device profiles (availability, speed), which
+ * devices/ resolves against the YAML file's folder when it reads them. */
+static void absolutize_traces(const sim_yaml *profiles)
+{
+    static const char *const keys[] = {"availability", "speed"};
+    for (int i = 0; profiles && profiles->kind == SIM_YAML_MAP && i < profiles->n; i++) {
+        const sim_yaml *m = profiles->items[i];
+        for (int j = 0; m->kind == SIM_YAML_MAP && j < m->n; j++) {
+            const sim_yaml *spec = m->items[j];
+            if (spec->kind != SIM_YAML_MAP ||
+                (strcmp(m->keys[j], keys[0]) && strcmp(m->keys[j], keys[1])))
+                continue;
+            for (int q = 0; q < spec->n; q++)
+                if (!strcmp(spec->keys[q], "file") && spec->items[q]->kind == SIM_YAML_SCALAR) {
+                    char path[512], raw[512];
+                    snprintf(raw, sizeof raw, "%s", spec->items[q]->value);
+                    resolve_path(path, sizeof path, spec->items[q], raw);
+                }
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -310,7 +342,10 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
         if (!cost_only)
             return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
                                  "scheme: sizes has no data to train on; it needs cost_only: true");
-        return sizes_partition(sc, &s, err);
+        if ((rc = sizes_partition(sc, &s, err)) ||
+            (rc = get_double(&s, "local_test", 0, 0, 0, &local_test, err)))
+            return rc;
+        return get_bool(&s, "local_test_from_train", 0, &from_train, err);
     default: {
         char file[512], path[512];
         if ((rc = get_str(&s, "file", "", file, sizeof file, err))) return rc;
@@ -435,6 +470,7 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     if ((rc = dev_catalog_load(&cat, cat_path, err))) return rc;
     /* scenario-defined profiles: {name: {base: CATALOG_NAME, ...overrides}} or full profiles */
     const sim_yaml *profiles = sim_yaml_get(s.map, "profiles");
+    absolutize_traces(profiles);
     dev_profile own[64];
     int nown = 0;
     if (profiles && (profiles->kind != SIM_YAML_MAP || profiles->n > 64))
@@ -504,9 +540,11 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     /* counts by largest remainder, then a seeded shuffle so profiles are not tied to client ids */
     int n = sc->part.n_clients, assigned = 0, counts[64];
     double rem[64];
-    for (int i = 0; i < nmix; i++) {
-        counts[i] = (int)floor(shares[i] * n);
-        rem[i] = shares[i] * n - counts[i];
+    for (int i = 0; i < nmix; i++) { /* shares normalized: they may sum to 1 ± 1e-6 */
+        double want = shares[i] / total * n;
+        counts[i] = (int)floor(want);
+        if (counts[i] > n - assigned) counts[i] = n - assigned;
+        rem[i] = want - counts[i];
         assigned += counts[i];
     }
     while (assigned < n) {
@@ -519,7 +557,7 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     }
     uint32_t *which = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
     for (int i = 0, k = 0; i < nmix; i++)
-        for (int j = 0; j < counts[i]; j++)
+        for (int j = 0; j < counts[i] && k < n; j++)
             which[k++] = (uint32_t)i;
     sim_rng r;
     sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)1 << 40);

@@ -115,6 +115,27 @@ int main(void)
     CHECK(fl_fedavg.client_train(&envc, &job, &w, &rc, &err) == SIM_OK);
     CHECK_MSG(rc.cost.flops == ra.cost.flops, "cost-only %g FLOPs, real %g", rc.cost.flops,
               ra.cost.flops);
+    /* ... also with short last batches over several epochs (800 samples in batches of 30) */
+    fl_config odd = cfg;
+    odd.batch_size = 30;
+    odd.local_epochs = 3;
+    fl_env envo = env, envoc = env;
+    envo.cfg = envoc.cfg = &odd;
+    envoc.cost_only = 1;
+    fl_worker wo;
+    fl_worker_init(&wo);
+    void *so = fl_fedavg.server_new(&envo, &err);
+    fl_result real_odd, cost_odd;
+    train_job(&fl_fedavg, &envo, so, 1, &real_odd, &wo);
+    fl_result_init(&cost_odd);
+    CHECK(fl_fedavg.client_train(&envoc, &job, &wo, &cost_odd, &err) == SIM_OK);
+    CHECK_MSG(cost_odd.cost.flops == real_odd.cost.flops && cost_odd.steps == real_odd.steps &&
+                      real_odd.steps == 3 * 27,
+              "short batches: cost-only %g FLOPs %d steps, real %g, %d", cost_odd.cost.flops,
+              cost_odd.steps, real_odd.cost.flops, real_odd.steps);
+    fl_result_destroy(&real_odd), fl_result_destroy(&cost_odd);
+    fl_fedavg.server_free(so);
+    fl_worker_destroy(&wo);
     CHECK(rc.up_bytes == ra.up_bytes && rc.up.size == 0);
 
     /* local-only: nothing to send, the model stays with the client */

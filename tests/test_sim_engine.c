@@ -286,6 +286,73 @@ static void test_divergence(void)
     free(r.trace);
 }
 
+/* 2026-11-22 review: local-only jobs (nothing to upload) arrived twice; now once, at train end. */
+static void test_local_arrives_once(void)
+{
+    const char *set[] = {"algorithm.name=local", "rounds=4", "eval.every=0"};
+    run r;
+    run_text(&r, base_yaml(), set, 3);
+    CHECK_MSG(r.rc == 0, "%s", r.err);
+    CHECK_EQ_I64(count_events(&r, "dispatch"), 4 * 3);
+    CHECK_EQ_I64(count_events(&r, "train_done"), 4 * 3);
+    CHECK_EQ_I64(count_events(&r, "upload_done"), 0);
+    CHECK_EQ_I64(r.t.late, 0);
+    CHECK_NEAR(r.t.bytes_up + r.t.bytes_down, 0, 0);
+    free(r.trace);
+}
+
+/* 2026-11-22 review: async with every idle client offline used to stop dead; it now wakes up
+ * when the first one comes back. Clients are online 5 s of every ~10 min here. */
+static void test_async_waits_for_clients(void)
+{
+    const char *set[] = {
+            "federation={mode: async, concurrency: 2, buffer: 2}", "rounds=6", "eval.every=0",
+            "devices.profiles.slow.availability={kind: markov, mean_on: 5 s, mean_off: 10 min}",
+            "devices.profiles.fast.availability={kind: markov, mean_on: 5 s, mean_off: 10 min}"};
+    run r;
+    run_text(&r, base_yaml(), set, 5);
+    CHECK_MSG(r.rc == 0, "%s", r.err);
+    CHECK_EQ_I64(r.t.round, 6);
+    CHECK(count_events(&r, "retry") > 0);
+    free(r.trace);
+}
+
+/* 2026-11-22 review: a run cut short by max_time ends on an evaluation. */
+static void test_max_time_evaluates(void)
+{
+    const char *set[] = {"eval.every=0", "max_time=1 s"};
+    run r;
+    run_text(&r, base_yaml(), set, 2);
+    CHECK_MSG(r.rc == 0, "%s", r.err);
+    CHECK_EQ_I64(r.t.now, 1000000000LL);
+    CHECK(!isnan(r.t.acc_global));
+    CHECK_EQ_I64(count_events(&r, "evaluate"), 1);
+    free(r.trace);
+}
+
+/* 2026-11-22 review: relative file names in a scenario become absolute in the resolved tree, so
+ * the run folder's scenario.yaml (what fedsim resume reads) names the same files. */
+static void test_paths_resolved(void)
+{
+    write_file("on.trace", "0 s 1\n");
+    const char *path = write_file(
+            "rel.yaml", "rounds: 1\ndataset: {name: synth-pews-3.2k}\n"
+                        "partition: {scheme: iid, clients: 2}\nmodel: fedpews-mlp\n"
+                        "devices:\n  profiles:\n    d: {compute: 1 GFLOPS, up: 1 Mbps, down: 1 "
+                        "Mbps, latency: 1 ms, memory: 1 GiB, availability: {kind: trace, file: "
+                        "on.trace}}\n  mix: [{profile: d, share: 1}]\n");
+    sim_scenario sc;
+    sim_err err = {0};
+    CHECK_MSG(sim_scenario_load(&sc, path, NULL, 0, &err) == SIM_OK, "%s", err.msg);
+    const sim_yaml *f = sim_yaml_get(
+            sim_yaml_get(
+                    sim_yaml_get(sim_yaml_get(sim_yaml_get(sc.doc, "devices"), "profiles"), "d"),
+                    "availability"),
+            "file");
+    CHECK(f && f->value[0] == '/' && strstr(f->value, "on.trace"));
+    sim_scenario_destroy(&sc);
+}
+
 static void test_staleness_weights(void)
 {
     sim_fed_config f = {0};
@@ -314,6 +381,10 @@ int main(void)
     test_async();
     test_staleness_weights();
     test_divergence();
+    test_local_arrives_once();
+    test_async_waits_for_clients();
+    test_max_time_evaluates();
+    test_paths_resolved();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);

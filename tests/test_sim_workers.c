@@ -3,7 +3,9 @@
  * events.msgpack and timeline.tsv with --workers 0 (in-process), 1 and 2; a worker killed mid-run
  * (test hook FEDSIM_TEST_WORKER_KILL=K:J, sim/pool.h) is replaced and the outputs still match; a
  * worker answering with garbage (FEDSIM_TEST_WORKER_GARBAGE=K:J) fails the run with exit status 2
- * and a message naming the worker and the job. */
+ * and a message naming the worker and the job; a worker stuck on a job
+ * (FEDSIM_TEST_WORKER_HANG=K:J) is killed after --job-timeout, replaced, and the outputs still
+ * match. */
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -90,6 +92,15 @@ int main(void)
     snprintf(args, sizeof args, "--workers 2 %s", async_set);
     CHECK(run("FEDSIM_TEST_WORKER_KILL=0:1", "k2", args) == 0);
     CHECK_MSG(same_outputs("a0", "k2", 1), "async: a killed worker changes no output");
+    /* a worker stuck on its 2nd job is killed after the 1 s job timeout (a tiny job takes a few
+     * ms, even sanitized); the run still matches and says why it replaced a worker */
+    CHECK(run("FEDSIM_TEST_WORKER_HANG=1:2", "h1", "--workers 2 --job-timeout 1") == 0);
+    CHECK_MSG(same_outputs("s0", "h1", 1), "sync: a timed-out worker changes no output");
+    msg = stderr_of("h1");
+    CHECK_MSG(msg && strstr(msg, "exceeded --job-timeout and were killed and replaced") &&
+                      !strstr(msg, "died and were replaced"),
+              "the timeout happened and was reported: %s", msg ? msg : "(none)");
+    free(msg);
     /* garbage from a worker: an error naming the worker and the job, not a crash */
     CHECK(run("FEDSIM_TEST_WORKER_GARBAGE=0:3", "g", "--workers 2") == 2);
     msg = stderr_of("g");

@@ -3,13 +3,24 @@
  * evaluation) with 1 and with 2 workers, in one run, and the speedup (issue 4's target: >= 1.8x on
  * a 2-core machine). The scenario is loaded once; each measurement builds a fresh engine, so it
  * includes forking the workers. Timings only; skipped when Fashion-MNIST is not installed.
+ *
+ * Then the PyTorch reference (issue 4: fedsim >= 2x faster per round on this 2-core machine):
+ * tests/bench/torch_fedavg.py, run with Debian's /usr/bin/python3 (python3-torch) when installed,
+ * trains the very client jobs of the 2-worker run: this file reads which clients fedsim dispatched
+ * in each round from its event trace and hands the script their training-set indices, so both
+ * sides train the same 50 jobs on the same samples (cnn2, 1 epoch, batch 32, lr 0.05, plain SGD,
+ * sample-weighted FedAvg). Per-round times compare whole runs over 5: fedsim's includes forking
+ * its workers and building the population, PyTorch's only its rounds (data loaded beforehand).
  */
 #include "sim/engine.h"
 #include "sim/scenario.h"
 
 #include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void)
 {
@@ -18,13 +29,15 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Wall seconds of one run with n workers, or a negative number on error. */
-static double run(sim_scenario *sc, int n)
+/* Wall seconds of one run with n workers, or a negative number on error; every event goes to
+ * trace as text when it is not NULL (a line per event: noise next to the training). */
+static double run(sim_scenario *sc, int n, FILE *trace)
 {
     sim_err err = {0};
     sim_engine *e;
     sc->spec.workers = n;
     sc->spec.quiet = 1;
+    sc->spec.trace = trace;
     double t0 = now_s();
     if (sim_engine_new(&e, &sc->spec, &err)) {
         fprintf(stderr, "bench_workers: %s\n", err.msg);
@@ -45,6 +58,56 @@ static double run(sim_scenario *sc, int n)
     return wall;
 }
 
+/* From fedsim's trace, write one "ROUND N i1 ... iN" line per dispatched job to path: the round
+ * and the training-set indices of the client. Returns the number of jobs, or -1. */
+static int write_jobs(const sim_scenario *sc, FILE *trace, const char *path)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) return -1;
+    rewind(trace);
+    char line[512];
+    int jobs = 0;
+    while (fgets(line, sizeof line, trace)) {
+        const char *c = strstr(line, " dispatch "), *r = strstr(line, " round=");
+        int client, round;
+        if (!c || !(c = strstr(c, "client=")) || !r || sscanf(c, "client=%d", &client) != 1 ||
+            sscanf(r, " round=%d", &round) != 1 || client < 0 || client >= sc->part.n_clients)
+            continue;
+        fprintf(out, "%d %d", round, sc->part.n[client]);
+        for (int i = 0; i < sc->part.n[client]; i++)
+            fprintf(out, " %d", (int)sc->part.idx[client][i]);
+        fputc('\n', out);
+        jobs++;
+    }
+    return fclose(out) ? -1 : jobs;
+}
+
+/* Run the PyTorch loop on jobs_path; its mean seconds per round, or a negative number. */
+static double torch_round_s(const char *jobs_path)
+{
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        printf("pytorch reference: skipped (no python3-torch for /usr/bin/python3)\n");
+        return -1;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/tests/bench/torch_fedavg.py /usr/share/datasets/fashion-mnist %s",
+             FEDSIM_ROOT, jobs_path);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[256];
+    double s = -1;
+    while (fgets(line, sizeof line, p)) {
+        int r;
+        double t;
+        if (sscanf(line, "round %d %lf", &r, &t) == 2)
+            printf("pytorch round %d: %.2f s\n", r, t);
+        else if (sscanf(line, "seconds_per_round %lf", &t) == 1)
+            s = t;
+    }
+    return pclose(p) == 0 ? s : -1;
+}
+
 int main(void)
 {
     openblas_set_num_threads(1);
@@ -56,8 +119,24 @@ int main(void)
         return 0;
     }
     printf("# bench_workers: 5 FedAvg rounds, cnn2, Fashion-MNIST, 10 clients per round\n");
-    double w1 = run(&sc, 1), w2 = w1 > 0 ? run(&sc, 2) : -1;
+    FILE *trace = tmpfile();
+    double w1 = run(&sc, 1, NULL), w2 = w1 > 0 ? run(&sc, 2, trace) : -1;
     if (w1 > 0 && w2 > 0) printf("speedup 2 workers / 1 worker: %.2fx (target >= 1.8x)\n", w1 / w2);
+    char jobs[64];
+    snprintf(jobs, sizeof jobs, "/tmp/fedsim-bench-jobs-%d.txt", (int)getpid());
+    int n_jobs = w2 > 0 && trace ? write_jobs(&sc, trace, jobs) : -1;
+    double tr = n_jobs > 0 ? torch_round_s(jobs) : -1;
+    if (tr > 0) {
+        int rounds = 5;
+        printf("per round: fedsim 1 worker %.2f s, fedsim 2 workers %.2f s, pytorch (1 thread) "
+               "%.2f s, over the same %d jobs\n",
+               w1 / rounds, w2 / rounds, tr, n_jobs);
+        printf("fedsim (2 workers) / pytorch per round: %.2f, i.e. fedsim %.2fx faster (target "
+               ">= 2x)\n",
+               w2 / rounds / tr, tr / (w2 / rounds));
+    }
+    unlink(jobs);
+    if (trace) fclose(trace);
     sim_scenario_destroy(&sc);
     return w1 > 0 && w2 > 0 ? 0 : 1;
 }

@@ -71,4 +71,5 @@ def main():
         print(steps * batch / (time.perf_counter() - t0), flush=True)
 
 
-main()
+if __name__ == "__main__":  # torch_fedavg.py imports model() and the loaders
+    main()
