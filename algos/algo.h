@@ -43,11 +43,14 @@ typedef struct fl_env {
 
 typedef struct fl_job {
     int32_t client;
-    int32_t round;    /* sync round, or async dispatch number */
+    int32_t round;    /* sync round, or async model version (lr decay counts it) */
     const void *down; /* the down message (NULL in cost-only mode) */
     size_t down_len;
     const void *priv; /* the client's private state from its last job (NULL: none yet) */
     size_t priv_len;
+    uint64_t stream; /* index of the job's batch-order RNG stream, unique per job of a run (sync:
+                        client << 32 | round; async: 1 << 63 | dispatch number, since one client
+                        may run several jobs from the same model version) */
 } fl_job;
 
 typedef struct fl_result {
@@ -110,7 +113,7 @@ nn_model *fl_worker_model(fl_worker *w, const fl_env *env);
 /* Initial global parameters: the same in every process for a seed. */
 void fl_init_params(nn_model *m, const fl_env *env);
 /* Local SGD on client's training samples with the job's lr (decayed by round), batch order from
- * the stream (seed, SIM_RNG_BATCHES, client·2^20 + round). With mu > 0 and anchor non-NULL, adds
+ * the stream (seed, SIM_RNG_BATCHES, job->stream). With mu > 0 and anchor non-NULL, adds
  * the FedProx gradient mu·(w − anchor). Fills res->cost, loss and steps. In cost-only mode it
  * takes no step and reports the cost the steps would have. */
 void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,

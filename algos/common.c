@@ -89,8 +89,7 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     nn_sgd opt = {(float)lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES,
-                 ((uint64_t)job->client << 32) | (uint32_t)job->round);
+    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
     nn_batcher b;
     nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &r);
     nn_cost before = m->cost;

@@ -1,7 +1,7 @@
 /* sim/pool.c -- forked training workers behind socketpairs, driven by a libev loop (see pool.h).
  *
  * Frames are a 4-byte big-endian length and one msgpack array:
- *   job:    [client, round, down (bin|nil), priv (bin|nil)]
+ *   job:    [client, round, down (bin|nil), priv (bin|nil), stream (uint)]
  *   result: [0, client, round, up (bin), up_bytes, priv (bin), flops, flops_masked,
  *            flops_masked_nnz, samples, loss, steps]
  *        or [1, client, round, code, message]   (client_train failed)
@@ -189,17 +189,19 @@ static void worker_main(int fd, int slot, int gen, const fl_algo *algo, const fl
         int64_t client, round;
         fl_job job;
         if (msgpack_unpack_next(&u, (const char *)buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-            off != len || u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 4 ||
+            off != len || u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 5 ||
             !(a = u.data.via.array.ptr) || get_int(&a[0], 0, INT32_MAX, &client) ||
             get_int(&a[1], INT32_MIN, INT32_MAX, &round) ||
             get_bin(&a[2], 1, &job.down, &job.down_len) ||
-            get_bin(&a[3], 1, &job.priv, &job.priv_len)) {
+            get_bin(&a[3], 1, &job.priv, &job.priv_len) ||
+            a[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
             fprintf(stderr, "fedsim: worker %d: malformed job frame\n", slot);
             status = 3;
             break;
         }
         job.client = (int32_t)client;
         job.round = (int32_t)round;
+        job.stream = a[4].via.u64;
         if (test_hook("FEDSIM_TEST_WORKER_KILL", slot, gen, job_no)) raise(SIGKILL);
         if (test_hook("FEDSIM_TEST_WORKER_HANG", slot, gen, job_no))
             for (;;) /* a stuck job: only the coordinator's SIGKILL ends it */
@@ -606,7 +608,7 @@ int sim_pool_submit(sim_pool *p, int i, const fl_job *job, sim_err *err)
     frame_begin(&w->frame);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &w->frame, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 4);
+    msgpack_pack_array(&pk, 5);
     msgpack_pack_int32(&pk, job->client);
     msgpack_pack_int32(&pk, job->round);
     if (job->down)
@@ -617,6 +619,7 @@ int sim_pool_submit(sim_pool *p, int i, const fl_job *job, sim_err *err)
         pack_bin(&pk, job->priv, job->priv_len);
     else
         msgpack_pack_nil(&pk);
+    msgpack_pack_uint64(&pk, job->stream);
     frame_end(&w->frame);
     if (w->frame.size - 4 > SIM_POOL_MAX_FRAME)
         return sim_fail(err, SIM_EINVAL, NULL, 0, 0,

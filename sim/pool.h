@@ -1,12 +1,12 @@
 /* sim/pool.h -- the worker pool: client jobs trained in forked worker processes.
  *
  * The engine hands the pool batches: every job dispatched at one simulated instant. A job goes to
- * an idle worker as a length-prefixed msgpack frame (client, round, down message, private state);
- * the worker runs the algorithm's client_train and sends back a result frame (up message, new
- * private state, cost, loss, steps, or an error message). The coordinator waits for a batch's
- * results on a libev loop (one ev_io per worker socket); simulated time never comes from it. The
- * engine then finishes the batch's dispatches in client-id order exactly as it does in-process,
- * so the worker count changes wall time only (DESIGN.md §4, §11).
+ * an idle worker as a length-prefixed msgpack frame (client, round, down message, private state,
+ * batch stream); the worker runs the algorithm's client_train and sends back a result frame (up
+ * message, new private state, cost, loss, steps, or an error message). The coordinator waits for a
+ * batch's results on a libev loop (one ev_io per worker socket); simulated time never comes from
+ * it. The engine then finishes the batch's dispatches in client-id order exactly as it does
+ * in-process, so the worker count changes wall time only (DESIGN.md §4, §11).
  *
  * Workers are forked once the scenario is loaded and the algorithm server exists: they inherit the
  * datasets, partition and environment by copy-on-write, so only messages travel in frames, and

@@ -14,18 +14,26 @@ static nn_dataset train, test;
 static nn_partition part;
 static nn_arch arch;
 
-static void train_job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
-                      fl_worker *w)
+/* One job of client in round 0 whose batch order comes from `stream`. */
+static void train_job_stream(const fl_algo *a, const fl_env *env, void *server, int client,
+                             fl_result *res, fl_worker *w, uint64_t stream)
 {
     msgpack_sbuffer down;
     msgpack_sbuffer_init(&down);
     a->job_down(server, client, &down);
-    fl_job job = {client, 0, down.data, down.size, NULL, 0};
+    fl_job job = {client, 0, down.data, down.size, NULL, 0, stream};
     sim_err err = {0};
     fl_result_init(res);
     int rc = a->client_train(env, &job, w, res, &err);
     CHECK_MSG(rc == SIM_OK, "%s train: %s", a->name, err.msg);
     msgpack_sbuffer_destroy(&down);
+}
+
+/* ... with the stream the engine gives a sync job */
+static void train_job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
+                      fl_worker *w)
+{
+    train_job_stream(a, env, server, client, res, w, (uint64_t)client << 32);
 }
 
 int main(void)
@@ -59,6 +67,15 @@ int main(void)
         na += (double)da[j] * da[j], np += (double)dp[j] * dp[j];
     CHECK_MSG(np < na, "FedProx update norm %g < FedAvg's %g", np, na);
     cfg.mu = 0;
+
+    /* the batch order comes from the job's stream: the same stream gives the same update, another
+     * stream (async: a second job of the client from the same model version) another one */
+    fl_result rs1, rs2;
+    train_job_stream(&fl_fedavg, &env, sa, 1, &rs1, &w, (uint64_t)1 << 32);
+    train_job_stream(&fl_fedavg, &env, sa, 1, &rs2, &w, ((uint64_t)1 << 63) | 7);
+    CHECK(rs1.up.size == ra.up.size && !memcmp(rs1.up.data, ra.up.data, ra.up.size));
+    CHECK(rs2.up.size == ra.up.size && memcmp(rs2.up.data, ra.up.data, ra.up.size));
+    fl_result_destroy(&rs1), fl_result_destroy(&rs2);
 
     /* aggregating the same update twice (any weights) applies exactly that update */
     nn_model g0, g1;
@@ -110,7 +127,7 @@ int main(void)
     fl_env envc = env;
     envc.cost_only = 1;
     fl_result rc;
-    fl_job job = {1, 0, NULL, 0, NULL, 0};
+    fl_job job = {1, 0, NULL, 0, NULL, 0, (uint64_t)1 << 32};
     fl_result_init(&rc);
     CHECK(fl_fedavg.client_train(&envc, &job, &w, &rc, &err) == SIM_OK);
     CHECK_MSG(rc.cost.flops == ra.cost.flops, "cost-only %g FLOPs, real %g", rc.cost.flops,
