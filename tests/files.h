@@ -1,5 +1,5 @@
 /* tests/files.h -- file helpers for the tests that run the fedsim binary and compare its output
- * files: read a whole file, compare two byte for byte. */
+ * files: read a whole file, compare two files or two run folders byte for byte. */
 #ifndef TESTS_FILES_H
 #define TESTS_FILES_H
 
@@ -30,6 +30,25 @@ static inline int test_same_file(const char *a, const char *b)
     int same = x && y && la == lb && !memcmp(x, y, la);
     free(x);
     free(y);
+    return same;
+}
+
+/* 1 when run folders dir/a and dir/b hold byte-identical metrics, clients, events and timeline
+ * files (with verbose, says which differ). */
+static inline int test_same_outputs(const char *dir, const char *a, const char *b, int verbose)
+{
+    static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack",
+                                       "timeline.tsv"};
+    int same = 1;
+    for (int i = 0; i < 4; i++) {
+        char pa[300], pb[300];
+        snprintf(pa, sizeof pa, "%s/%s/%s", dir, a, outs[i]);
+        snprintf(pb, sizeof pb, "%s/%s/%s", dir, b, outs[i]);
+        if (!test_same_file(pa, pb)) {
+            if (verbose) printf("%s differs between %s and %s\n", outs[i], a, b);
+            same = 0;
+        }
+    }
     return same;
 }
 

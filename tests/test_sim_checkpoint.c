@@ -23,9 +23,6 @@
 
 static char dir[64];
 static const char *bin;
-
-static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack", "timeline.tsv"};
-
 static const char *const variants[][2] = {
         {"sync", ""},
         {"overcommit", "--set 'federation={per_round: 2, over_commit: 2.0}'"},
@@ -68,21 +65,6 @@ static int sh(const char *tmpl)
             cmd[n++] = *t;
     cmd[n] = 0;
     return status_of(system(cmd));
-}
-
-static int same_outputs(const char *a, const char *b, int verbose)
-{
-    int same = 1;
-    for (int i = 0; i < 4; i++) {
-        char pa[200], pb[200];
-        snprintf(pa, sizeof pa, "%s/%s/%s", dir, a, outs[i]);
-        snprintf(pb, sizeof pb, "%s/%s/%s", dir, b, outs[i]);
-        if (!test_same_file(pa, pb)) {
-            if (verbose) printf("%s differs between %s and %s\n", outs[i], a, b);
-            same = 0;
-        }
-    }
-    return same;
 }
 
 static int exists(const char *name, const char *file)
@@ -129,7 +111,7 @@ static void check_rejected(const char *name, const char *why, const char *expect
     free(msg);
     char before[128];
     snprintf(before, sizeof before, "%s.before", name);
-    CHECK_MSG(same_outputs(name, before, 1), "%s: outputs untouched", why);
+    CHECK_MSG(test_same_outputs(dir, name, before, 1), "%s: outputs untouched", why);
 }
 
 int main(void)
@@ -156,12 +138,12 @@ int main(void)
                       "%s: the hook stops the run with status 130", vn);
             CHECK_MSG(exists(name, "checkpoint.msgpack"), "%s: the stopped run left a checkpoint",
                       vn);
-            CHECK_MSG(!same_outputs(full, name, 0), "%s: the stopped run's outputs are partial",
-                      vn);
+            CHECK_MSG(!test_same_outputs(dir, full, name, 0),
+                      "%s: the stopped run's outputs are partial", vn);
             snprintf(args, sizeof args, "--workers %d", w);
             CHECK_MSG(resume(name, args) == 0, "%s: resume with --workers %d", vn, w);
-            CHECK_MSG(same_outputs(full, name, 1), "%s: resumed (--workers %d) = uninterrupted", vn,
-                      w);
+            CHECK_MSG(test_same_outputs(dir, full, name, 1),
+                      "%s: resumed (--workers %d) = uninterrupted", vn, w);
             CHECK_MSG(!exists(name, "checkpoint.msgpack"), "%s: resumed to the end: no checkpoint",
                       vn);
         }
@@ -197,7 +179,7 @@ int main(void)
     CHECK(exists("long", "checkpoint.msgpack"));
     CHECK_MSG(metrics_lines("long") < 2 + 101, "SIGINT: the run stopped before its end");
     CHECK(resume("long", "--workers 2") == 0);
-    CHECK_MSG(same_outputs("long-full", "long", 1), "SIGINT then resume = uninterrupted");
+    CHECK_MSG(test_same_outputs(dir, "long-full", "long", 1), "SIGINT then resume = uninterrupted");
 
     /* (c) a corrupted, truncated or foreign checkpoint is never loaded */
     const char *bad[] = {"flip", "cut", "foreign"};

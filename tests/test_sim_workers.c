@@ -35,23 +35,6 @@ static int run(const char *env, const char *name, const char *args)
 }
 
 /* 1 when every output of runs a and b is byte-identical (and present). */
-static int same_outputs(const char *a, const char *b, int verbose)
-{
-    static const char *const outs[] = {"metrics.tsv", "clients.tsv", "events.msgpack",
-                                       "timeline.tsv"};
-    int same = 1;
-    for (int i = 0; i < 4; i++) {
-        char pa[200], pb[200];
-        snprintf(pa, sizeof pa, "%s/%s/%s", dir, a, outs[i]);
-        snprintf(pb, sizeof pb, "%s/%s/%s", dir, b, outs[i]);
-        if (!test_same_file(pa, pb)) {
-            if (verbose) printf("%s differs between %s and %s\n", outs[i], a, b);
-            same = 0;
-        }
-    }
-    return same;
-}
-
 static char *stderr_of(const char *name)
 {
     char p[200];
@@ -77,25 +60,26 @@ int main(void)
         snprintf(name, sizeof name, "a%d", n);
         CHECK_MSG(run("", name, args) == 0, "async run with --workers %d", n);
     }
-    CHECK_MSG(same_outputs("s0", "s1", 1), "sync: --workers 1 matches in-process");
-    CHECK_MSG(same_outputs("s0", "s2", 1), "sync: --workers 2 matches in-process");
-    CHECK_MSG(same_outputs("a0", "a1", 1), "async: --workers 1 matches in-process");
-    CHECK_MSG(same_outputs("a0", "a2", 1), "async: --workers 2 matches in-process");
-    CHECK_MSG(!same_outputs("s0", "a0", 0), "sync and async runs differ (the comparison can fail)");
+    CHECK_MSG(test_same_outputs(dir, "s0", "s1", 1), "sync: --workers 1 matches in-process");
+    CHECK_MSG(test_same_outputs(dir, "s0", "s2", 1), "sync: --workers 2 matches in-process");
+    CHECK_MSG(test_same_outputs(dir, "a0", "a1", 1), "async: --workers 1 matches in-process");
+    CHECK_MSG(test_same_outputs(dir, "a0", "a2", 1), "async: --workers 2 matches in-process");
+    CHECK_MSG(!test_same_outputs(dir, "s0", "a0", 0),
+              "sync and async runs differ (the comparison can fail)");
     /* a worker killed on its 2nd job (and one on its 1st) is replaced; nothing changes */
     CHECK(run("FEDSIM_TEST_WORKER_KILL=1:2", "k1", "--workers 2") == 0);
-    CHECK_MSG(same_outputs("s0", "k1", 1), "sync: a killed worker changes no output");
+    CHECK_MSG(test_same_outputs(dir, "s0", "k1", 1), "sync: a killed worker changes no output");
     char *msg = stderr_of("k1");
     CHECK_MSG(msg && strstr(msg, "1 worker process(es) died and were replaced"),
               "the kill happened and was reported: %s", msg ? msg : "(none)");
     free(msg);
     snprintf(args, sizeof args, "--workers 2 %s", async_set);
     CHECK(run("FEDSIM_TEST_WORKER_KILL=0:1", "k2", args) == 0);
-    CHECK_MSG(same_outputs("a0", "k2", 1), "async: a killed worker changes no output");
+    CHECK_MSG(test_same_outputs(dir, "a0", "k2", 1), "async: a killed worker changes no output");
     /* a worker stuck on its 2nd job is killed after the 1 s job timeout (a tiny job takes a few
      * ms, even sanitized); the run still matches and says why it replaced a worker */
     CHECK(run("FEDSIM_TEST_WORKER_HANG=1:2", "h1", "--workers 2 --job-timeout 1") == 0);
-    CHECK_MSG(same_outputs("s0", "h1", 1), "sync: a timed-out worker changes no output");
+    CHECK_MSG(test_same_outputs(dir, "s0", "h1", 1), "sync: a timed-out worker changes no output");
     msg = stderr_of("h1");
     CHECK_MSG(msg && strstr(msg, "exceeded --job-timeout and were killed and replaced") &&
                       !strstr(msg, "died and were replaced"),
