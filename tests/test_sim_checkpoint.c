@@ -28,6 +28,11 @@ static const char *const variants[][2] = {
         {"overcommit", "--set 'federation={per_round: 2, over_commit: 2.0}'"},
         {"async", "--set 'federation={mode: async, concurrency: 4, buffer: 2, staleness: {kind: "
                   "polynomial, a: 0.5}}' --set rounds=8"},
+        /* clients come and go: their availability processes (and RNG streams) cross the
+         * checkpoint, and jobs are lost mid-way */
+        {"churn", "--set 'devices.profiles.slow.availability={kind: markov, mean_on: 3 s, "
+                  "mean_off: 2 s}' --set 'devices.profiles.fast.availability={kind: markov, "
+                  "mean_on: 3 s, mean_off: 2 s}' --set rounds=8"},
 };
 
 static int status_of(int st)
