@@ -133,8 +133,11 @@ static void timeline_row(sim_engine *e, int32_t c, const char *phase, sim_time s
                          const char *outcome)
 {
     if (!e->timeline_f) return;
-    fprintf(e->timeline_f, "%d\t%d\t%s\t%.9f\t%.9f\t%s\n", c, e->c[c].job_round, phase,
-            sim_time_to_s(start), sim_time_to_s(e->now), outcome);
+    /* seconds printed exactly from integer ns: a million-job run writes millions of these rows,
+     * and integer formatting is several times cheaper than %.9f of a double */
+    fprintf(e->timeline_f, "%d\t%d\t%s\t%lld.%09lld\t%lld.%09lld\t%s\n", c, e->c[c].job_round,
+            phase, (long long)(start / SIM_SEC), (long long)(start % SIM_SEC),
+            (long long)(e->now / SIM_SEC), (long long)(e->now % SIM_SEC), outcome);
 }
 
 /* Flush what observers read, then let them look (engine.h: on_tick). */
