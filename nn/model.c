@@ -740,7 +740,6 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
         float *out = w->out[i];
         int ni, no;
         const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
-        (void)il;
         if (is_param(l)) {
             int ldw;
             const float *wp = weights_for(m, i, &ldw);

@@ -623,7 +623,7 @@ static int cmd_check(int argc, char **argv)
     nn_pack_params(&sb, &sc.arch, m.params);
     double msg = (double)sb.size + sc.spec.fed.overhead_bytes;
     msgpack_sbuffer_destroy(&sb);
-    char fs[32], ms[32], mm[32];
+    char ms[32], mm[32];
     sim_format_bytes(ms, sizeof ms, msg);
     sim_format_bytes(mm, sizeof mm, mem);
     printf("\n# model %s: %zu parameters; a job of %.0f samples (%d steps of %d) executes %.3g "
@@ -651,7 +651,6 @@ static int cmd_check(int argc, char **argv)
         printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j,
                dev_fits(d, mem) ? "yes" : "NO");
     }
-    (void)fs;
     nn_model_destroy(&m);
     sim_scenario_destroy(&sc);
     return 0;
