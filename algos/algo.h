@@ -19,6 +19,23 @@
 
 #include <msgpack.h>
 
+/* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
+ * code except `delta`, see algos/spafl.c. */
+typedef struct fl_spafl_config {
+    double alpha; /* α of the regulariser α·Σexp(−τ) */
+    int warmup;   /* use α·σ(10r − 5) in round r, as the code does (1) or α throughout (0) */
+    int eq13;     /* shift weights by the global threshold change before training */
+    int eq13_nin; /* Eq. 13 divides by n_in (paper) instead of k·k for convs (code) */
+    int delta_latest;   /* Eq. 13 uses the server's last change, sent along with τ (code: the
+                           down message doubles), instead of the change since the client's last
+                           round (0: τ alone travels) */
+    int momentum_reset; /* momentum restarts every job (CIFAR code) instead of persisting */
+    int ste_weight;     /* the code's straight-through gradient into w through mean|w| */
+    int freeze_weights; /* train thresholds only (Table 1); implies no Eq. 13 */
+    int clamp;          /* keep w in [−1, 1] and τ in [0, 1] (the paper's text) */
+    double collapse;    /* a layer whose keep ratio is at most this resets its thresholds to 0 */
+} fl_spafl_config;
+
 /* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
 typedef struct fl_config {
     char name[32];
@@ -29,6 +46,8 @@ typedef struct fl_config {
     double lr_decay;  /* client lr multiplied by this every round (1 = constant) */
     double mu;        /* FedProx proximal weight */
     double server_lr; /* applied to the weighted mean update (1 = plain FedAvg) */
+    int uniform;      /* weight every update by 1 instead of the client's sample count */
+    fl_spafl_config spafl;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -88,9 +107,11 @@ typedef struct fl_algo {
                          double mass, sim_err *err);
     void (*server_aggregate)(void *server);
     /* Load the model used to evaluate client (its personalized model), or the global model when
-     * client is -1, into m. */
-    void (*eval_params)(void *server, int32_t client, const void *priv, size_t priv_len,
-                        nn_model *m);
+     * client is -1, into m, narrowing m as that model is narrowed. Returns the model's density:
+     * the unweighted mean over its conv/linear layers of the fraction of units kept (1 when
+     * dense). */
+    double (*eval_params)(void *server, int32_t client, const void *priv, size_t priv_len,
+                          nn_model *m);
     /* Checkpoints: write the server's state as one msgpack object, and restore it into a server
      * fresh from server_new (same env). Everything server_new rebuilds from env may be left out.
      * load returns SIM_EFORMAT, naming nothing but what is wrong, when o does not fit this
@@ -99,7 +120,7 @@ typedef struct fl_algo {
     int (*server_load)(void *server, const msgpack_object *o, sim_err *err);
 } fl_algo;
 
-extern const fl_algo fl_fedavg, fl_fedprox, fl_local;
+extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

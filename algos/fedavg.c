@@ -132,11 +132,13 @@ static void fedavg_aggregate(void *p)
     s->mass = 0;
 }
 
-static void fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+static double fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
 {
     fedavg *s = p;
     (void)client, (void)priv, (void)priv_len;
+    nn_model_reset_narrowing(m);
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
+    return 1.0;
 }
 
 /* [global floats, acc doubles, mass] with the arrays as raw native-order bytes: a checkpoint is

@@ -74,13 +74,15 @@ static void local_aggregate(void *p)
     (void)p;
 }
 
-static void local_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+static double local_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
 {
     local_server *s = p;
+    nn_model_reset_narrowing(m);
     if (client >= 0 && priv &&
         nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) == SIM_OK)
-        return;
+        return 1.0;
     memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
+    return 1.0;
 }
 
 /* The server holds only the initial model, which local_new rebuilds from the seed; the clients'

@@ -35,6 +35,7 @@ typedef struct nn_work {
     int gathered[NN_MAX_LAYERS]; /* weights came from wg */
     double dens[NN_MAX_LAYERS];  /* element-mask density of the block the last forward used */
     int *ident;                  /* 0, 1, 2, … up to the widest layer */
+    int *scratch_list;           /* a list being built, as wide as ident */
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
     int B;
@@ -421,6 +422,7 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
     w->ident = sim_xmalloc(sizeof(int) * (size_t)widest);
     for (int j = 0; j < widest; j++)
         w->ident[j] = j;
+    w->scratch_list = sim_xmalloc(sizeof(int) * (size_t)widest);
     nn_model_reset_narrowing(m);
 }
 
@@ -436,6 +438,7 @@ void nn_model_destroy(nn_model *m)
         free(m->list[i]);
     }
     free(w->ident);
+    free(w->scratch_list);
     free(w->block);
     free(w);
     free(m->params);
@@ -573,6 +576,24 @@ void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep)
     set_list(m, li, idx, n);
     free(idx);
     refresh(m);
+}
+
+void nn_model_set_row_masks(nn_model *m, const uint8_t *const *keep)
+{
+    const nn_arch *a = &m->arch;
+    int *idx = m->work->scratch_list, changed = 0;
+    for (int li = 0; li < a->n; li++) {
+        const nn_layer *l = &a->l[li];
+        if (!l->narrow) continue;
+        int n = 0;
+        for (int j = 0; j < l->oc; j++)
+            if (!keep[li] || keep[li][j]) idx[n++] = j;
+        if (m->list[li] && m->nlist[li] == n && !memcmp(m->list[li], idx, sizeof(int) * (size_t)n))
+            continue;
+        set_list(m, li, idx, n);
+        changed = 1;
+    }
+    if (changed || m->n_runs == 0) refresh(m);
 }
 
 void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask)

@@ -137,6 +137,11 @@ int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, doub
 void nn_model_set_width(nn_model *m, double p, double offset);
 /* Keep the channels of layer li whose keep[] is non-zero (a row mask over its outputs). */
 void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep);
+/* Row masks for every narrowable layer at once: keep[li] (indexed by layer, NULL = all channels)
+ * for each layer with `narrow`; other entries are ignored. Refreshes the live map only when a
+ * list changed, so masks recomputed every step (SpaFL) cost O(channels) while they hold still.
+ * A layer may keep no channel at all: it then outputs zeros. */
+void nn_model_set_row_masks(nn_model *m, const uint8_t *const *keep);
 /* Borrow an element mask for tensor ti (NULL removes it). */
 void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask);
 /* Back to the full dense model. */

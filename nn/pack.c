@@ -123,3 +123,23 @@ done:
     msgpack_unpacked_destroy(&u);
     return rc;
 }
+
+void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n)
+{
+    unsigned char *buf = sim_xmalloc(n * 4 + 1);
+    for (size_t j = 0; j < n; j++)
+        put_le(buf + 4 * j, v[j]);
+    msgpack_pack_bin(pk, n * 4);
+    msgpack_pack_bin_body(pk, buf, n * 4);
+    free(buf);
+}
+
+int nn_unpack_f32(float *v, size_t n, const msgpack_object *o, const char *what, sim_err *err)
+{
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != n * 4)
+        return sim_fail(err, SIM_EFORMAT, what, 0, 0, "expected %zu bytes of float32", n * 4);
+    const unsigned char *p = (const unsigned char *)o->via.bin.ptr;
+    for (size_t j = 0; j < n; j++)
+        v[j] = get_le(p + 4 * j);
+    return SIM_OK;
+}

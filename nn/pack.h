@@ -21,4 +21,11 @@ void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params);
 int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len, const char *what,
                      sim_err *err);
 
+/* A float vector as one msgpack bin of little-endian float32: the form algorithms use for the
+ * small vectors they send or keep (thresholds, scores, masks' values). */
+void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n);
+/* Read exactly n floats from o, which must be a bin of n·4 bytes; returns SIM_EFORMAT otherwise
+ * (naming what, and leaving v unchanged). */
+int nn_unpack_f32(float *v, size_t n, const msgpack_object *o, const char *what, sim_err *err);
+
 #endif /* NN_PACK_H */

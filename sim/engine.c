@@ -243,7 +243,7 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
         schedule(e, off, SIM_EV_JOB_LOST, c, id);
     else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
         schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
-    cl->weight = e->spec.env.part->n[c];
+    cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
     return SIM_OK;
 }
 
@@ -333,13 +333,13 @@ static int cmp_i32(const void *a, const void *b)
 /* ---------------------------------------------------------------------------------------- */
 /* evaluation (an observer: it costs no simulated time) */
 
-static void write_metrics_row(sim_engine *e, double pmean, double p10)
+static void write_metrics_row(sim_engine *e, double pmean, double p10, double density)
 {
     if (!e->metrics) return;
-    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\n", e->round,
-            sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
+    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f\n",
+            e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
             e->tot.acc_global, e->tot.loss_global, pmean, p10, e->participants,
-            e->tot.dropped + e->tot.late);
+            e->tot.dropped + e->tot.late, density);
     fflush(e->metrics);
 }
 
@@ -355,26 +355,26 @@ static void evaluate(sim_engine *e)
     e->eval_round = e->round;
     e->eval_time = e->now;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
-    double pmean = NAN, p10 = NAN;
+    double pmean = NAN, p10 = NAN, density = NAN;
     if (env->cost_only) {
-        write_metrics_row(e, pmean, p10);
+        write_metrics_row(e, pmean, p10, density);
         return;
     }
     nn_model *m = &e->eval_model;
     if (e->spec.algo->has_global) {
-        e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
+        density = e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
         int nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
                          ? e->spec.eval.test_subset
                          : env->test->n;
         e->tot.acc_global = nn_evaluate(m, env->test, NULL, nt, &e->tot.loss_global);
     }
     if (e->spec.eval.personalized && env->part->n_test) {
-        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n);
+        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n), dens = 0;
         int k = 0;
         const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
         for (int32_t c = 0; c < e->n; c++) {
             if (env->part->n_test[c] <= 0) continue;
-            e->spec.algo->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
+            dens += e->spec.algo->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
             e->c[c].acc = nn_evaluate(m, src, env->part->test_idx[c], env->part->n_test[c], NULL);
             acc[k++] = e->c[c].acc;
         }
@@ -382,13 +382,14 @@ static void evaluate(sim_engine *e)
             double s = 0;
             for (int i = 0; i < k; i++)
                 s += acc[i];
-            pmean = s / k;
+            pmean = e->tot.acc_pers = s / k;
+            density = dens / k; /* personalized models: the mean over the clients evaluated */
             qsort(acc, (size_t)k, sizeof *acc, cmp_double);
             p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
         }
         free(acc);
     }
-    write_metrics_row(e, pmean, p10);
+    write_metrics_row(e, pmean, p10, density);
 }
 
 static void maybe_evaluate(sim_engine *e, int force)
@@ -422,7 +423,8 @@ static void progress(sim_engine *e, int final)
     sim_format_bytes(down, sizeof down, e->tot.bytes_down);
     fprintf(stderr, "%s%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs%s",
             tty ? "\r" : "", e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round,
-            total, t, up, down, e->tot.acc_global, el, eta, tty ? "   " : "\n");
+            total, t, up, down, isnan(e->tot.acc_global) ? e->tot.acc_pers : e->tot.acc_global, el,
+            eta, tty ? "   " : "\n");
     if (final && tty) fprintf(stderr, "\n");
 }
 
@@ -1236,7 +1238,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     int cap = arrival_cap(&spec->fed, e->n);
     e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
     e->buf = sim_xcalloc((size_t)cap, sizeof *e->buf);
-    e->tot.acc_global = e->tot.loss_global = NAN;
+    e->tot.acc_global = e->tot.loss_global = e->tot.acc_pers = NAN;
     e->next_eval_time = spec->eval.every_time;
     e->retry_at = -1;
     e->eval_round = -1;
@@ -1290,7 +1292,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d\n", spec->name,
                 (unsigned long long)spec->seed, spec->algo->name, e->n);
         fprintf(e->metrics, "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
-                            "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\n");
+                            "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\t"
+                            "density\n");
     }
     if (e->timeline_f) {
         fprintf(e->timeline_f,

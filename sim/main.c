@@ -553,9 +553,10 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     sim_format_bytes(up, sizeof up, t.bytes_up);
     sim_format_bytes(down, sizeof down, t.bytes_down);
     printf("%s: %d %s in %s simulated; up %s, down %s; %ld jobs, %ld lost, %ld late, "
-           "%ld clients excluded (memory); final accuracy %.4f\nmetrics: %s/metrics.tsv\n",
+           "%ld clients excluded (memory); final %saccuracy %.4f\nmetrics: %s/metrics.tsv\n",
            out, t.round, sc_mode_sync ? "rounds" : "aggregations", ts, up, down, t.jobs, t.dropped,
-           t.late, t.excluded, t.acc_global, out);
+           t.late, t.excluded, isnan(t.acc_global) ? "personalized " : "",
+           isnan(t.acc_global) ? t.acc_pers : t.acc_global, out);
     if (gp) {
         const char *x = plot_format_ext(o->plots.format);
         printf("plots: %s/acc_time.%s, acc_bytes.%s, timeline.%s\n", out, x, x, x);

@@ -207,7 +207,7 @@ static const char *const DATASETS[] = {"fashion-mnist",
                                        "cifar10",
                                        NULL};
 
-static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
+static int read_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
 {
     char pre[64];
     section s = sub(root, "dataset", pre, sizeof pre);
@@ -276,6 +276,23 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
         return nn_cifar10_load(&sc->test, pp, 1, err);
     }
     }
+}
+
+/* The dataset, with its inputs multiplied by `scale` (SpaFL's code feeds raw 0–255 pixels: 255). */
+static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
+{
+    int rc = read_dataset(sc, root, natural, err);
+    if (rc) return rc;
+    char pre[64];
+    section s = sub(root, "dataset", pre, sizeof pre);
+    double scale;
+    if ((rc = get_double(&s, "scale", 1e-9, 1e9, 1, &scale, err))) return rc;
+    if (scale == 1) return SIM_OK;
+    nn_dataset *d[2] = {&sc->train, &sc->test};
+    for (int k = 0; k < 2; k++)
+        for (size_t j = 0; j < (size_t)d[k]->n * (size_t)nn_dataset_features(d[k]); j++)
+            d[k]->x[j] = (float)(d[k]->x[j] * scale);
+    return SIM_OK;
 }
 
 static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards", "natural",
@@ -363,6 +380,30 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
     return rc;
 }
 
+static const char *const WEIGHTINGS[] = {"samples", "uniform", NULL};
+static const char *const DIVISORS[] = {"kernel", "n_in", NULL};
+static const char *const DELTAS[] = {"accumulated", "latest", NULL};
+static const char *const MOMENTA[] = {"persistent", "reset", NULL};
+
+/* `algorithm.spafl:` (read only for the SpaFL algorithms, so elsewhere it is an unknown key). */
+static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
+{
+    char pre[96];
+    section s = sub(alg, "spafl", pre, sizeof pre);
+    int rc = need_map(&s, "spafl", err);
+    if (rc || (rc = get_double(&s, "alpha", 0, 1e3, 0.002, &c->alpha, err)) ||
+        (rc = get_bool(&s, "warmup", 1, &c->warmup, err)) ||
+        (rc = get_bool(&s, "eq13", 1, &c->eq13, err)) ||
+        (rc = get_choice(&s, "eq13_divisor", DIVISORS, 0, &c->eq13_nin, err)) ||
+        (rc = get_choice(&s, "delta", DELTAS, 0, &c->delta_latest, err)) ||
+        (rc = get_choice(&s, "momentum", MOMENTA, 0, &c->momentum_reset, err)) ||
+        (rc = get_bool(&s, "ste_weight", 1, &c->ste_weight, err)) ||
+        (rc = get_bool(&s, "freeze_weights", 0, &c->freeze_weights, err)) ||
+        (rc = get_bool(&s, "clamp", 0, &c->clamp, err)))
+        return rc;
+    return get_double(&s, "collapse", 0, 1, 0.01, &c->collapse, err);
+}
+
 static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -388,10 +429,15 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         (rc = get_double(&s, "clip", 0, 1e9, 0, &c->clip, err)) ||
         (rc = get_double(&s, "lr_decay", 0, 10, 1, &c->lr_decay, err)) ||
         (rc = get_double(&s, "mu", 0, 1e3, 0.01, &c->mu, err)) ||
-        (rc = get_double(&s, "server_lr", 0, 1e3, 1, &c->server_lr, err)))
+        (rc = get_double(&s, "server_lr", 0, 1e3, 1, &c->server_lr, err)) ||
+        (rc = get_choice(&s, "weighting", WEIGHTINGS, 0, &c->uniform, err)))
         return rc;
     if (c->local_epochs == 0 && c->local_steps == 0)
         return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
+    /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
+     * over algorithm.name can keep one scenario */
+    if (!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl"))
+        return load_spafl(&c->spafl, &s, err);
     return SIM_OK;
 }
 

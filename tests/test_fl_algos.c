@@ -42,7 +42,13 @@ int main(void)
     CHECK(nn_synth_pews_make(&train, &test, 200, 3, &err) == SIM_OK);
     CHECK(nn_partition_iid(&part, &train, 4, 3, &err) == SIM_OK);
     CHECK(nn_arch_build(&arch, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
-    fl_config cfg = {"fedavg", 1, 0, 16, 0.05, 0.5, 0, 0, 1, 0, 1};
+    fl_config cfg = {.name = "fedavg",
+                     .local_epochs = 1,
+                     .batch_size = 16,
+                     .lr = 0.05,
+                     .momentum = 0.5,
+                     .lr_decay = 1,
+                     .server_lr = 1};
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0};
     size_t nf = arch.layout.n_floats;
 
