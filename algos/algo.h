@@ -36,6 +36,13 @@ typedef struct fl_spafl_config {
     double collapse;    /* a layer whose keep ratio is at most this resets its thresholds to 0 */
 } fl_spafl_config;
 
+/* The width family's settings (`algorithm.width:`): HeteroFL trains every client at width p,
+ * FjORD draws a width uniformly in [min, max] for every job (ordered dropout); eval is the width
+ * of the global model evaluated. */
+typedef struct fl_width_config {
+    double p, min, max, eval;
+} fl_width_config;
+
 /* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
 typedef struct fl_config {
     char name[32];
@@ -48,6 +55,7 @@ typedef struct fl_config {
     double server_lr; /* applied to the weighted mean update (1 = plain FedAvg) */
     int uniform;      /* weight every update by 1 instead of the client's sample count */
     fl_spafl_config spafl;
+    fl_width_config width;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -95,9 +103,9 @@ typedef struct fl_algo {
     int has_global; /* 0 when there is no meaningful global model (local-only) */
     void *(*server_new)(const fl_env *env, sim_err *err);
     void (*server_free)(void *server);
-    /* The down message for client (into out); returns its length. out is NULL in cost-only mode,
-     * when only the length is wanted. */
-    size_t (*job_down)(void *server, int32_t client, msgpack_sbuffer *out);
+    /* The down message for client's job of `round` (the job's fl_job.round) into out; returns its
+     * length. out is NULL in cost-only mode, when only the length is wanted. */
+    size_t (*job_down)(void *server, int32_t client, int32_t round, msgpack_sbuffer *out);
     int (*client_train)(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                         sim_err *err);
     /* Called in client-id order at aggregation: weight scales the update, mass is what the
@@ -120,7 +128,8 @@ typedef struct fl_algo {
     int (*server_load)(void *server, const msgpack_object *o, sim_err *err);
 } fl_algo;
 
-extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local;
+extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
+        fl_fjord;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

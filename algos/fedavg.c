@@ -63,10 +63,10 @@ static void fedavg_free(void *p)
     free(s);
 }
 
-static size_t fedavg_down(void *p, int32_t client, msgpack_sbuffer *out)
+static size_t fedavg_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     fedavg *s = p;
-    (void)client;
+    (void)client, (void)round;
     if (!out) return s->msg_bytes;
     size_t before = out->size;
     nn_pack_params(out, s->env->arch, s->global);

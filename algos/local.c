@@ -36,9 +36,9 @@ static void local_free(void *p)
     free(s);
 }
 
-static size_t local_down(void *p, int32_t client, msgpack_sbuffer *out)
+static size_t local_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
-    (void)p, (void)client, (void)out;
+    (void)p, (void)client, (void)round, (void)out;
     return 0;
 }
 

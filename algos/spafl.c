@@ -395,10 +395,10 @@ static void spafl_free(void *p)
     free(s);
 }
 
-static size_t spafl_down(void *p, int32_t client, msgpack_sbuffer *out)
+static size_t spafl_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     spafl_server *s = p;
-    (void)client;
+    (void)client, (void)round;
     size_t nt = (size_t)n_tau(&s->sh);
     int latest = s->env->cfg->spafl.delta_latest;
     if (s->local) return 0;

@@ -621,6 +621,19 @@ void nn_model_reset_narrowing(nn_model *m)
     refresh(m);
 }
 
+double nn_model_unit_density(const nn_model *m)
+{
+    double s = 0;
+    int n = 0;
+    for (int i = 0; i < m->arch.n; i++) {
+        const nn_layer *l = &m->arch.l[i];
+        if (!is_param(l)) continue;
+        s += m->list[i] ? (double)m->nlist[i] / l->oc : 1.0;
+        n++;
+    }
+    return n ? s / n : 1.0;
+}
+
 size_t nn_model_live_count(const nn_model *m)
 {
     size_t n = 0;

@@ -162,5 +162,8 @@ uint64_t nn_model_pattern(const nn_model *m);
 size_t nn_model_memory_bytes(const nn_model *m, int B);
 /* Number of live parameters (what a narrowed client trains and sends). */
 size_t nn_model_live_count(const nn_model *m);
+/* Fraction of output units kept, as the unweighted mean over the conv/linear layers (the
+ * density SpaFL and the width papers report; 1 for the full model). */
+double nn_model_unit_density(const nn_model *m);
 
 #endif /* NN_MODEL_H */

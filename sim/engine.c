@@ -281,7 +281,7 @@ static int dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err
         int i = order[o];
         sim_client *cl = &e->c[sel[i]];
         msgpack_sbuffer_clear(&down);
-        down_len[i] = algo->job_down(e->server, sel[i], cost_only ? NULL : &down);
+        down_len[i] = algo->job_down(e->server, sel[i], e->round, cost_only ? NULL : &down);
         uint64_t stream = e->spec.fed.mode == SIM_SYNC
                                   ? (uint64_t)sel[i] << 32 | (uint32_t)e->round
                                   : (uint64_t)1 << 63 | (e->dispatches + (uint64_t)i);

@@ -19,6 +19,7 @@ enum {
     SIM_RNG_SELECT = 5,       /* client selection; index: round (sync) or dispatch (async) */
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
+    SIM_RNG_WIDTH = 8,        /* FjORD's width draws; index: client << 32 | round */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -404,6 +404,22 @@ static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
     return get_double(&s, "collapse", 0, 1, 0.01, &c->collapse, err);
 }
 
+/* `algorithm.width:` (read for the width family, checked for the others). */
+static int load_width(fl_width_config *c, section *alg, int fjord, sim_err *err)
+{
+    char pre[96];
+    section s = sub(alg, "width", pre, sizeof pre);
+    int rc = need_map(&s, "width", err);
+    if (rc || (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
+        (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
+        (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)))
+        return rc;
+    if (c->min > c->max)
+        return sim_yaml_fail(sim_yaml_get(s.map, "min"), err, "width: min %g is above max %g",
+                             c->min, c->max);
+    return get_double(&s, "eval", 1e-6, 1, fjord ? c->max : c->p, &c->eval, err);
+}
+
 static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -436,8 +452,12 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
     /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
      * over algorithm.name can keep one scenario */
-    if (!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl"))
-        return load_spafl(&c->spafl, &s, err);
+    if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&
+        (rc = load_spafl(&c->spafl, &s, err)))
+        return rc;
+    int fjord = !strcmp(c->name, "fjord");
+    if (fjord || !strcmp(c->name, "heterofl") || sim_yaml_get(s.map, "width"))
+        return load_width(&c->width, &s, fjord, err);
     return SIM_OK;
 }
 

@@ -20,7 +20,7 @@ static void train_job_stream(const fl_algo *a, const fl_env *env, void *server, 
 {
     msgpack_sbuffer down;
     msgpack_sbuffer_init(&down);
-    a->job_down(server, client, &down);
+    a->job_down(server, client, 0, &down);
     fl_job job = {client, 0, down.data, down.size, NULL, 0, stream};
     sim_err err = {0};
     fl_result_init(res);
@@ -165,7 +165,7 @@ int main(void)
     void *sl = fl_local.server_new(&env, &err);
     fl_result rl;
     train_job(&fl_local, &env, sl, 2, &rl, &w);
-    CHECK(fl_local.job_down(sl, 2, NULL) == 0 && rl.up_bytes == 0 && rl.priv.size > 0);
+    CHECK(fl_local.job_down(sl, 2, 0, NULL) == 0 && rl.up_bytes == 0 && rl.priv.size > 0);
     fl_local.eval_params(sl, 2, rl.priv.data, rl.priv.size, &g1);
     nn_model_init_params(&g0, &r); /* anything else */
     CHECK(nn_unpack_params(g0.params, &arch, rl.priv.data, rl.priv.size, "priv", &err) == SIM_OK);

@@ -341,14 +341,14 @@ static void test_server(void)
     fl_spafl.server_aggregate(s);
     msgpack_sbuffer out;
     msgpack_sbuffer_init(&out);
-    CHECK_EQ_I64(fl_spafl.job_down(s, 0, &out), 7 + 16); /* map, "tau", bin8 header */
-    CHECK_EQ_I64(fl_spafl.job_down(s, 0, NULL), 7 + 16);
+    CHECK_EQ_I64(fl_spafl.job_down(s, 0, 0, &out), 7 + 16); /* map, "tau", bin8 header */
+    CHECK_EQ_I64(fl_spafl.job_down(s, 0, 0, NULL), 7 + 16);
     CHECK(read_vec(out.data, out.size, "tau", got, 4));
     CHECK(got[0] == 2 && got[1] == 2 && got[2] == 2 && got[3] == 0);
     CHECK(!read_vec(out.data, out.size, "delta", delta, 4));
     cfg.spafl.delta_latest = 1;
     msgpack_sbuffer_clear(&out);
-    CHECK_EQ_I64(fl_spafl.job_down(s, 0, &out), fl_spafl.job_down(s, 0, NULL));
+    CHECK_EQ_I64(fl_spafl.job_down(s, 0, 0, &out), fl_spafl.job_down(s, 0, 0, NULL));
     CHECK(read_vec(out.data, out.size, "delta", delta, 4));
     CHECK(delta[0] == 2 && delta[3] == 0);
     msgpack_sbuffer_destroy(&out);

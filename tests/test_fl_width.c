@@ -1,0 +1,181 @@
+/* tests/test_fl_width.c -- HeteroFL and FjORD (algos/width.c): at width 1 HeteroFL is FedAvg bit
+ * for bit; at width p a message holds exactly the sub-model's parameters and its FLOPs fall; the
+ * server averages each parameter over the clients that hold it (a parameter only the wider client
+ * holds gets that client's change in full, one nobody holds stays put); FjORD's widths are a
+ * deterministic draw in [min, max]; cost-only jobs report the real FLOPs and bytes; a malformed
+ * message is rejected. */
+#include "algos/algo.h"
+#include "nn/pack.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static nn_dataset train, test;
+static nn_partition part;
+static nn_arch arch;
+
+static void job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
+                fl_worker *w)
+{
+    msgpack_sbuffer down;
+    msgpack_sbuffer_init(&down);
+    size_t n = a->job_down(server, client, 0, &down);
+    CHECK(n == down.size && n == a->job_down(server, client, 0, NULL));
+    fl_job j = {client, 0, down.data, down.size, NULL, 0, (uint64_t)client << 32};
+    sim_err err = {0};
+    fl_result_init(res);
+    CHECK_MSG(a->client_train(env, &j, w, res, &err) == SIM_OK, "%s: %s", a->name, err.msg);
+    msgpack_sbuffer_destroy(&down);
+}
+
+/* The live map of a model narrowed to width p. */
+static void live_at(nn_model *m, double p)
+{
+    nn_model_reset_narrowing(m);
+    if (p < 1) nn_model_set_width(m, p, 0);
+}
+
+int main(void)
+{
+    sim_err err = {0};
+    CHECK(nn_synth_pews_make(&train, &test, 200, 3, &err) == SIM_OK);
+    CHECK(nn_partition_iid(&part, &train, 4, 3, &err) == SIM_OK);
+    CHECK(nn_arch_build(&arch, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
+    fl_config cfg = {.name = "heterofl",
+                     .local_epochs = 1,
+                     .batch_size = 16,
+                     .lr = 0.05,
+                     .momentum = 0.5,
+                     .lr_decay = 1,
+                     .server_lr = 1};
+    cfg.width = (fl_width_config){.p = 1, .min = 0.4, .max = 0.6, .eval = 1};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0};
+    size_t nf = arch.layout.n_floats;
+    fl_worker w;
+    fl_worker_init(&w);
+    nn_model g0, g1, lm;
+    nn_model_init(&g0, &arch, 1);
+    nn_model_init(&g1, &arch, 1);
+    nn_model_init(&lm, &arch, 1);
+
+    /* width 1: exactly FedAvg */
+    void *sh = fl_heterofl.server_new(&env, &err), *sa = fl_fedavg.server_new(&env, &err);
+    for (int c = 0; c < 2; c++) {
+        fl_result rh, ra;
+        job(&fl_heterofl, &env, sh, c, &rh, &w);
+        job(&fl_fedavg, &env, sa, c, &ra, &w);
+        CHECK(rh.cost.flops == ra.cost.flops);
+        CHECK(fl_heterofl.server_absorb(sh, c, rh.up.data, rh.up.size, 10 + c, 10 + c, &err) ==
+              SIM_OK);
+        CHECK(fl_fedavg.server_absorb(sa, c, ra.up.data, ra.up.size, 10 + c, 10 + c, &err) ==
+              SIM_OK);
+        fl_result_destroy(&rh), fl_result_destroy(&ra);
+    }
+    fl_heterofl.server_aggregate(sh);
+    fl_fedavg.server_aggregate(sa);
+    CHECK(fl_heterofl.eval_params(sh, -1, NULL, 0, &g0) == 1.0);
+    fl_fedavg.eval_params(sa, -1, NULL, 0, &g1);
+    CHECK(!memcmp(g0.params, g1.params, nf * sizeof(float)));
+    fl_heterofl.server_free(sh), fl_fedavg.server_free(sa);
+
+    /* client 0 at width 0.5, client 1 at width 1, one aggregation */
+    sh = fl_heterofl.server_new(&env, &err);
+    fl_heterofl.eval_params(sh, -1, NULL, 0, &g0); /* the initial model, at width 1 */
+    fl_result rs, rf, rfull;
+    cfg.width.p = 0.5;
+    job(&fl_heterofl, &env, sh, 0, &rs, &w);
+    cfg.width.p = 1;
+    job(&fl_heterofl, &env, sh, 1, &rf, &w);
+    job(&fl_heterofl, &env, sh, 0, &rfull, &w);
+    live_at(&lm, 0.5);
+    size_t n_half = nn_model_live_count(&lm);
+    CHECK(n_half < nf / 2);
+    CHECK_EQ_I64(rs.up_bytes, 1 + 2 + 9 + 5 + 3 + 4 * n_half);
+    CHECK(rs.cost.flops < 0.5 * rfull.cost.flops);
+    CHECK(fl_heterofl.server_absorb(sh, 0, rs.up.data, rs.up.size, 1, 1, &err) == SIM_OK);
+    CHECK(fl_heterofl.server_absorb(sh, 1, rf.up.data, rf.up.size, 1, 1, &err) == SIM_OK);
+    CHECK(fl_heterofl.server_absorb(sh, 1, rf.up.data, rf.up.size - 7, 1, 1, &err) == SIM_EFORMAT);
+    CHECK(fl_heterofl.server_absorb(sh, 1,
+                                    "\x82\xa1p\xcb\0\0\0\0\0\0\0\0\xa4"
+                                    "data\xc4\0",
+                                    18, 1, 1, &err) == SIM_EFORMAT); /* p = 0 */
+    fl_heterofl.server_aggregate(sh);
+    cfg.width.eval = 1;
+    fl_heterofl.eval_params(sh, -1, NULL, 0, &g1);
+    /* the changes, decoded independently: the half message holds the width-0.5 live values in
+     * layout order, the full one every parameter */
+    float *dh = calloc(nf, sizeof(float)), *df = calloc(nf, sizeof(float));
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    CHECK(msgpack_unpack_next(&u, rs.up.data, rs.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    float *vals = malloc(sizeof(float) * n_half);
+    CHECK(nn_unpack_f32(vals, n_half, &u.data.via.map.ptr[1].val, "half", &err) == SIM_OK);
+    for (size_t j = 0, k = 0; j < nf; j++)
+        if (lm.live[j]) dh[j] = vals[k++];
+    off = 0;
+    CHECK(msgpack_unpack_next(&u, rf.up.data, rf.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    live_at(&lm, 1);
+    size_t n_full = nn_model_live_count(&lm);
+    float *vf = malloc(sizeof(float) * n_full);
+    CHECK(nn_unpack_f32(vf, n_full, &u.data.via.map.ptr[1].val, "full", &err) == SIM_OK);
+    for (size_t j = 0, k = 0; j < nf; j++)
+        if (lm.live[j]) df[j] = vf[k++];
+    msgpack_unpacked_destroy(&u);
+    live_at(&lm, 0.5);
+    int bad_shared = 0, bad_only = 0, n_only = 0;
+    for (size_t j = 0; j < nf; j++) {
+        if (!lm.live[j] && df[j] == 0) continue;
+        double want = lm.live[j] ? g0.params[j] + ((double)dh[j] + df[j]) / 2
+                                 : g0.params[j] + (double)df[j];
+        if (fabs(g1.params[j] - want) > 1e-6) lm.live[j] ? bad_shared++ : bad_only++;
+        n_only += !lm.live[j];
+    }
+    CHECK_MSG(bad_shared == 0 && bad_only == 0 && n_only > 0,
+              "held by both: %d wrong; held by the full client only (%d): %d wrong", bad_shared,
+              n_only, bad_only);
+    /* evaluation at width 0.5 narrows the model and reports its density */
+    cfg.width.eval = 0.5;
+    double dens = fl_heterofl.eval_params(sh, -1, NULL, 0, &g1);
+    CHECK(dens < 1 && dens > 0.5 && nn_model_live_count(&g1) == n_half);
+    fl_result_destroy(&rs), fl_result_destroy(&rf), fl_result_destroy(&rfull);
+    fl_heterofl.server_free(sh);
+    free(dh), free(df), free(vals), free(vf);
+
+    /* FjORD: widths drawn in [min, max], fixed by (seed, client, round), cost-only = real */
+    snprintf(cfg.name, sizeof cfg.name, "fjord");
+    void *sj = fl_fjord.server_new(&env, &err);
+    size_t sizes[4];
+    int distinct = 0;
+    for (int c = 0; c < 4; c++) {
+        sizes[c] = fl_fjord.job_down(sj, c, 3, NULL);
+        CHECK(sizes[c] == fl_fjord.job_down(sj, c, 3, NULL));
+        for (int k = 0; k < c; k++)
+            distinct += sizes[k] != sizes[c];
+        live_at(&lm, 0.4);
+        size_t lo = nn_model_live_count(&lm);
+        live_at(&lm, 0.6);
+        size_t hi = nn_model_live_count(&lm);
+        CHECK(sizes[c] >= 1 + 2 + 9 + 5 + 3 + 4 * lo && sizes[c] <= 1 + 2 + 9 + 5 + 3 + 4 * hi);
+    }
+    CHECK(distinct > 0);
+    fl_result rj, rc;
+    job(&fl_fjord, &env, sj, 2, &rj, &w);
+    fl_env envc = env;
+    envc.cost_only = 1;
+    fl_job jc = {2, 0, NULL, 0, NULL, 0, (uint64_t)2 << 32};
+    fl_result_init(&rc);
+    CHECK(fl_fjord.client_train(&envc, &jc, &w, &rc, &err) == SIM_OK);
+    CHECK_MSG(rc.cost.flops == rj.cost.flops && rc.up_bytes == rj.up_bytes,
+              "cost-only %g FLOPs %zu B, real %g %zu B", rc.cost.flops, rc.up_bytes, rj.cost.flops,
+              rj.up_bytes);
+    fl_result_destroy(&rj), fl_result_destroy(&rc);
+    fl_fjord.server_free(sj);
+
+    nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&lm);
+    fl_worker_destroy(&w);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+    return CHECK_DONE();
+}
