@@ -18,6 +18,7 @@
 #include "sim/rng.h"
 
 #include <msgpack.h>
+#include <stdio.h>
 
 /* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
  * code except `delta`, see algos/spafl.c. */
@@ -43,6 +44,18 @@ typedef struct fl_width_config {
     double p, min, max, eval;
 } fl_width_config;
 
+/* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in
+ * which clients train and send personal subnetworks, then the base algorithm. */
+typedef struct fl_pews_config {
+    int prox;          /* base FedProx (mu from the algorithm map) instead of FedAvg */
+    int warmup;        /* W: warmup rounds (the scenario gives τ = W/T) */
+    int fixed;         /* FedPeWS-Fixed: disjoint contiguous neuron groups, no mask learning */
+    double lambda;     /* weight of the mask-diversity reward */
+    double mask_lr;    /* η_s, plain SGD on the neuron scores */
+    double score_init; /* s at the start (0: keep probability 0.5) */
+    int theta_binary;  /* others' masks as their last binary masks instead of σ(s) */
+} fl_pews_config;
+
 /* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
 typedef struct fl_config {
     char name[32];
@@ -56,6 +69,7 @@ typedef struct fl_config {
     int uniform;      /* weight every update by 1 instead of the client's sample count */
     fl_spafl_config spafl;
     fl_width_config width;
+    fl_pews_config pews;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -126,10 +140,14 @@ typedef struct fl_algo {
      * algorithm and model (the caller adds the file name). */
     void (*server_save)(void *server, msgpack_packer *pk);
     int (*server_load)(void *server, const msgpack_object *o, sim_err *err);
+    /* Optional (NULL for none): a table of the algorithm's own diagnostics, written to
+     * RUN_DIR/report_file when the run finishes (its state belongs in server_save). */
+    const char *report_file;
+    void (*report)(void *server, FILE *f);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord;
+        fl_fjord, fl_fedpews;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

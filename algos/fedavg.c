@@ -185,7 +185,9 @@ const fl_algo fl_fedavg = {"fedavg",
                            fedavg_aggregate,
                            fedavg_eval,
                            fedavg_save,
-                           fedavg_load};
+                           fedavg_load,
+                           NULL,
+                           NULL};
 const fl_algo fl_fedprox = {"fedprox",
                             "FedProx: FedAvg with a proximal term mu on clients",
                             1,
@@ -197,4 +199,6 @@ const fl_algo fl_fedprox = {"fedprox",
                             fedavg_aggregate,
                             fedavg_eval,
                             fedavg_save,
-                            fedavg_load};
+                            fedavg_load,
+                            NULL,
+                            NULL};

@@ -112,4 +112,6 @@ const fl_algo fl_local = {"local",
                           local_aggregate,
                           local_eval,
                           local_save,
-                          local_load};
+                          local_load,
+                          NULL,
+                          NULL};

@@ -772,7 +772,9 @@ const fl_algo fl_spafl = {
         spafl_aggregate,
         spafl_eval,
         spafl_save,
-        spafl_load};
+        spafl_load,
+        NULL,
+        NULL};
 const fl_algo fl_spafl_local = {"spafl-local",
                                 "SpaFL's Local baseline: the same pruned training, nothing sent",
                                 0,
@@ -784,4 +786,6 @@ const fl_algo fl_spafl_local = {"spafl-local",
                                 spafl_aggregate,
                                 spafl_eval,
                                 spafl_save,
-                                spafl_load};
+                                spafl_load,
+                                NULL,
+                                NULL};

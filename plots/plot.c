@@ -98,7 +98,8 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     base_name(m->name, sizeof m->name, run_dir);
     char line[4096], *f[32];
     int cap = 0, header = 0, nf = 0, ln = 0;
-    int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1;
+    int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
+        c_round = -1;
     while (fgets(line, sizeof line, fp)) {
         ln++;
         if (line[0] == '#') {
@@ -119,6 +120,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             c_pers = col_index(f, nf, "acc_pers_mean");
             c_p10 = col_index(f, nf, "acc_pers_p10");
             c_drop = col_index(f, nf, "dropped");
+            c_round = col_index(f, nf, "round");
             if (c_t < 0 || c_up < 0 || c_down < 0) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0,
@@ -131,13 +133,14 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         if (k < nf) continue; /* a row still being written */
         if (m->n == cap) {
             cap = cap ? 2 * cap : 64;
-            double **cols[] = {&m->time_s,   &m->bytes,   &m->acc,
-                               &m->acc_pers, &m->acc_p10, &m->dropped};
-            for (int i = 0; i < 6; i++)
+            double **cols[] = {&m->time_s,  &m->bytes,   &m->acc,  &m->acc_pers,
+                               &m->acc_p10, &m->dropped, &m->round};
+            for (int i = 0; i < 7; i++)
                 *cols[i] = sim_xrealloc(*cols[i], sizeof(double) * (size_t)cap);
         }
         int i = m->n++;
         m->time_s[i] = field(f, k, c_t);
+        m->round[i] = field(f, k, c_round);
         m->bytes[i] = field(f, k, c_up) + field(f, k, c_down);
         m->acc[i] = field(f, k, c_acc);
         m->acc_pers[i] = field(f, k, c_pers);
@@ -161,6 +164,7 @@ void plot_metrics_destroy(plot_metrics *m)
     free(m->acc_pers);
     free(m->acc_p10);
     free(m->dropped);
+    free(m->round);
     memset(m, 0, sizeof *m);
 }
 
@@ -169,14 +173,17 @@ double plot_metrics_acc(const plot_metrics *m, int i)
     return m->has_global ? m->acc[i] : m->acc_pers[i];
 }
 
-int plot_metrics_to_target(const plot_metrics *m, double target, double *time_s, double *bytes)
+int plot_metrics_to_target(const plot_metrics *m, double target, double *round, double *time_s,
+                           double *bytes)
 {
     for (int i = 0; i < m->n; i++)
         if (plot_metrics_acc(m, i) >= target) {
+            if (round) *round = m->round[i];
             *time_s = m->time_s[i];
             *bytes = m->bytes[i];
             return 1;
         }
+    if (round) *round = NAN;
     *time_s = *bytes = NAN;
     return 0;
 }
@@ -580,7 +587,7 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
         int reached_any = 0;
         for (int r = 0; r < n; r++) {
             double ts, bs;
-            int ok = plot_metrics_to_target(&m[r], o->target, &ts, &bs);
+            int ok = plot_metrics_to_target(&m[r], o->target, NULL, &ts, &bs);
             reached_any |= ok;
             if (ok && ts > tmax) tmax = ts;
             if (ok && bs > bmax) bmax = bs;

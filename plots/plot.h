@@ -37,7 +37,7 @@ const char *plot_format_ext(int format);
 typedef struct plot_metrics {
     char name[256]; /* from the "# fedsim run NAME ..." line, else the folder's name */
     int n;          /* evaluation rows */
-    double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped; /* n each (owned) */
+    double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped, *round; /* n each (owned) */
     int has_global, has_pers, has_p10; /* the column has at least one number (not NaN) */
 } plot_metrics;
 
@@ -47,9 +47,11 @@ void plot_metrics_destroy(plot_metrics *m);
 /* The accuracy a run is judged by at row i: the global model's, or personalized when there is
  * no global model (local training). NaN when neither. */
 double plot_metrics_acc(const plot_metrics *m, int i);
-/* First row whose accuracy reaches target: its simulated time and cumulative bytes; returns 0 if
- * the run never reaches it (time and bytes are then NaN). */
-int plot_metrics_to_target(const plot_metrics *m, double target, double *time_s, double *bytes);
+/* First row whose accuracy reaches target: its round (rounds or aggregations done, so the
+ * 1-based round that reached it; round may be NULL), simulated time and cumulative bytes;
+ * returns 0 if the run never reaches it (they are then NaN). */
+int plot_metrics_to_target(const plot_metrics *m, double target, double *round, double *time_s,
+                           double *bytes);
 
 /* Write s as a gnuplot single-quoted string literal that cannot end early or run anything. */
 void plot_put_str(FILE *f, const char *s);

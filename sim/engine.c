@@ -1144,6 +1144,8 @@ arrived:
     return SIM_OK;
 }
 
+static FILE *open_out(const char *dir, const char *name, sim_err *err);
+
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
     e->wall_start = e->wall_last = e->ckpt_wall = wall_s();
@@ -1182,6 +1184,13 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         fflush(e->clients_f);
     }
     tick(e, 1);
+    if (!rc && e->spec.out_dir && e->spec.algo->report && !e->spec.env.cost_only) {
+        FILE *f = open_out(e->spec.out_dir, e->spec.algo->report_file, err);
+        if (!f) return SIM_EIO;
+        e->spec.algo->report(e->server, f);
+        if (fclose(f))
+            return sim_fail(err, SIM_EIO, e->spec.algo->report_file, 0, 0, "write failed");
+    }
     if (!rc && e->spec.out_dir) { /* finished: the folder holds results only (engine.h) */
         char path[1100];
         ckpt_path(e, path, sizeof path);

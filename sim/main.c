@@ -70,6 +70,11 @@ static const char usage[] =
         "             redraw one run's plots [into its folder], or overlay several runs\n"
         "             [into plots-out]: acc_time, acc_bytes, and to_target (bars of the time\n"
         "             and bytes each run took to reach ACC [0.7])\n"
+        "  summary RUN_DIR... [--target ACC]\n"
+        "             one row per run (final and best accuracy, the round, simulated time and\n"
+        "             bytes at which it first reached ACC [0.7]), then per group of runs whose\n"
+        "             folders differ only in a trailing -SEED: mean ± std over the runs of final\n"
+        "             accuracy and, over those that reached ACC, rounds and time to it\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -734,6 +739,117 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* plot, sweep */
 
+/* The group a run folder belongs to: its base name without a trailing -SEED (digits). */
+static void group_of(char *out, size_t n, const char *dir)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    const char *b = dir;
+    for (size_t i = 0; i < len; i++)
+        if (dir[i] == '/') b = dir + i + 1;
+    size_t bl = (size_t)(dir + len - b), e = bl;
+    while (e > 0 && b[e - 1] >= '0' && b[e - 1] <= '9')
+        e--;
+    if (e > 0 && e < bl && b[e - 1] == '-') bl = e - 1;
+    snprintf(out, n, "%.*s", (int)bl, b);
+}
+
+/* mean ± sample std (ddof 1) of v[0..n) into buf; "NA" for the std of one value, "x" for none. */
+static void mean_std(char *buf, size_t size, const double *v, int n, int decimals)
+{
+    if (n == 0) {
+        snprintf(buf, size, "x");
+        return;
+    }
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    double mean = s / n;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - mean) * (v[i] - mean);
+    char m[32], d[32] = "NA";
+    snprintf(m, sizeof m, "%.*f", decimals, mean);
+    if (n > 1) snprintf(d, sizeof d, "%.*f", decimals, sqrt(ss / (n - 1)));
+    snprintf(buf, size, "%s ± %s", m, d);
+}
+
+static int cmd_summary(int argc, char **argv)
+{
+    double target = 0.7;
+    const char **dirs = sim_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof *dirs);
+    int n = 0, rc = 0;
+    for (int i = 0; i < argc && !rc; i++) {
+        if (!strcmp(argv[i], "--target") && i + 1 < argc)
+            rc = parse_num(argv[i], argv[i + 1], 0, 1, &target) ? 2 : 0, i++;
+        else if (argv[i][0] != '-')
+            dirs[n++] = argv[i];
+        else
+            rc = die("fedsim summary: unexpected argument (see fedsim help)");
+    }
+    if (!rc && !n) rc = die("usage: fedsim summary RUN_DIR... [--target ACC]");
+    plot_metrics *m = sim_xcalloc((size_t)(n ? n : 1), sizeof *m);
+    char(*group)[256] = sim_xcalloc((size_t)(n ? n : 1), sizeof *group);
+    for (int r = 0; r < n && !rc; r++) {
+        sim_err err = {0};
+        if (plot_metrics_load(&m[r], dirs[r], &err)) rc = print_err(&err);
+        group_of(group[r], sizeof group[r], dirs[r]);
+    }
+    if (!rc) {
+        printf("# target accuracy %g; rounds = the first round whose evaluation reached it\n",
+               target);
+        printf("%-32s %8s %8s %8s %14s %14s %14s\n", "run", "final", "best", "rounds", "time_s",
+               "bytes", "bytes_total");
+        for (int r = 0; r < n; r++) {
+            double best = NAN, rd, ts, bs;
+            for (int i = 0; i < m[r].n; i++)
+                if (!(plot_metrics_acc(&m[r], i) <= best)) best = plot_metrics_acc(&m[r], i);
+            int ok = plot_metrics_to_target(&m[r], target, &rd, &ts, &bs);
+            char c1[32] = "x", c2[32] = "x", c3[32] = "x";
+            if (ok) {
+                snprintf(c1, sizeof c1, "%.0f", rd);
+                snprintf(c2, sizeof c2, "%.3f", ts);
+                snprintf(c3, sizeof c3, "%.0f", bs);
+            }
+            printf("%-32s %8.4f %8.4f %8s %14s %14s %14.0f\n", dirs[r],
+                   m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
+                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0);
+        }
+        /* groups: runs whose folders differ only in a trailing -SEED */
+        printf("\n%-24s %5s %22s %22s %22s\n", "group", "runs", "final", "rounds (reached)",
+               "time_s");
+        double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),
+               *tss = sim_xcalloc((size_t)n, 8);
+        for (int r = 0; r < n; r++) {
+            int seen = 0;
+            for (int q = 0; q < r; q++)
+                seen |= !strcmp(group[q], group[r]);
+            if (seen) continue;
+            int k = 0, hit = 0;
+            for (int q = r; q < n; q++) {
+                if (strcmp(group[q], group[r])) continue;
+                double rd, ts, bs;
+                fin[k++] = m[q].n ? plot_metrics_acc(&m[q], m[q].n - 1) : NAN;
+                if (plot_metrics_to_target(&m[q], target, &rd, &ts, &bs))
+                    rds[hit] = rd, tss[hit++] = ts;
+            }
+            char a[48], b[48], b2[80], c[48];
+            mean_std(a, sizeof a, fin, k, 4);
+            mean_std(b, sizeof b, rds, hit, 1);
+            snprintf(b2, sizeof b2, "%s (%d/%d)", b, hit, k);
+            mean_std(c, sizeof c, tss, hit, 1);
+            printf("%-24s %5d %22s %22s %22s\n", group[r], k, a, b2, c);
+        }
+        free(fin), free(rds), free(tss);
+    }
+    for (int r = 0; r < n; r++)
+        plot_metrics_destroy(&m[r]);
+    free(m);
+    free(group);
+    free(dirs);
+    return rc;
+}
+
 static int cmd_plot(int argc, char **argv)
 {
     plot_opts po;
@@ -886,7 +1002,7 @@ static int cmd_sweep(int argc, char **argv)
         }
         double acc = m.n ? plot_metrics_acc(&m, m.n - 1) : NAN, ts, bs;
         double dropped = m.n ? m.dropped[m.n - 1] : 0;
-        int ok = plot_metrics_to_target(&m, o.plots.target, &ts, &bs);
+        int ok = plot_metrics_to_target(&m, o.plots.target, NULL, &ts, &bs);
         char tcell[32] = "not reached", bcell[32] = "not reached";
         if (ok) {
             sim_format_time(tcell, sizeof tcell, (sim_time)(ts * 1e9));
@@ -945,6 +1061,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "summary")) return cmd_summary(argc - 2, argv + 2);
     if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
     if (!strcmp(argv[1], "events")) return cmd_events(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);

@@ -20,6 +20,7 @@ enum {
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_WIDTH = 8,        /* FjORD's width draws; index: client << 32 | round */
+    SIM_RNG_MASKS = 9,        /* FedPeWS's mask samples; index: the job's batch stream */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

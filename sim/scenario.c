@@ -295,8 +295,51 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
     return SIM_OK;
 }
 
-static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards", "natural",
-                                      "file", "sizes",     NULL};
+static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards",  "natural",
+                                      "file", "sizes",     "classes", NULL};
+
+/* `groups: [[0, 2], [1, 3]]`: client k gets the classes of the k-th list (a class several
+ * clients list is cut between them). */
+static int classes_partition(sim_scenario *sc, section *s, sim_err *err)
+{
+    const sim_yaml *g = sim_yaml_get(s->map, "groups");
+    if (!g)
+        return sim_fail(err, SIM_EINVAL, sc->path, s->map ? s->map->line : 0, 0,
+                        "partition: scheme classes needs groups (a list of class lists)");
+    if (g->kind != SIM_YAML_SEQ || g->n < 1)
+        return sim_yaml_fail(g, err, "groups: expected a list of class lists, one per client");
+    int **of = sim_xcalloc((size_t)g->n, sizeof *of),
+        *n_of = sim_xcalloc((size_t)g->n, sizeof(int));
+    int rc = SIM_OK;
+    for (int k = 0; k < g->n && !rc; k++) {
+        const sim_yaml *l = g->items[k];
+        if (l->kind != SIM_YAML_SEQ || l->n < 1) {
+            rc = sim_yaml_fail(l, err, "groups: client %d: expected a non-empty list of classes",
+                               k);
+            break;
+        }
+        of[k] = sim_xmalloc(sizeof(int) * (size_t)l->n);
+        n_of[k] = l->n;
+        for (int j = 0; j < l->n && !rc; j++) {
+            long c;
+            rc = sim_yaml_int(l->items[j], "groups", 0, sc->train.classes - 1, &c, err);
+            of[k][j] = (int)c;
+        }
+    }
+    if (!rc)
+        rc = nn_partition_groups(&sc->part, &sc->train, g->n, (const int *const *)of, n_of,
+                                 sc->spec.seed, err);
+    if (rc == SIM_EINVAL && !err->line) { /* from the partition: point at the key */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        sim_yaml_fail(g, err, "groups: %s", why);
+    }
+    for (int k = 0; k < g->n; k++)
+        free(of[k]);
+    free(of);
+    free(n_of);
+    return rc;
+}
 
 /* Clients that have only a sample count, no data: for cost-only studies of populations far
  * larger than any dataset. Counts are `samples`, or lognormal around it with `sigma`. */
@@ -363,6 +406,9 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
             (rc = get_double(&s, "local_test", 0, 0, 0, &local_test, err)))
             return rc;
         return get_bool(&s, "local_test_from_train", 0, &from_train, err);
+    case 6:
+        rc = classes_partition(sc, &s, err);
+        break;
     default: {
         char file[512], path[512];
         if ((rc = get_str(&s, "file", "", file, sizeof file, err))) return rc;
@@ -420,6 +466,29 @@ static int load_width(fl_width_config *c, section *alg, int fjord, sim_err *err)
     return get_double(&s, "eval", 1e-6, 1, fjord ? c->max : c->p, &c->eval, err);
 }
 
+static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
+static const char *const PEWS_MODES[] = {"learned", "fixed", NULL};
+static const char *const PEWS_THETA[] = {"prob", "binary", NULL};
+
+/* `algorithm.pews:` (read for fedpews, checked for the others). The warmup is a fraction τ of the
+ * rounds, W = round(τ·rounds). */
+static int load_pews(fl_pews_config *c, section *alg, int rounds, sim_err *err)
+{
+    char pre[96];
+    section s = sub(alg, "pews", pre, sizeof pre);
+    double tau;
+    int rc = need_map(&s, "pews", err);
+    if (rc || (rc = get_choice(&s, "base", PEWS_BASES, 0, &c->prox, err)) ||
+        (rc = get_double(&s, "warmup", 0, 1, 0.125, &tau, err)) ||
+        (rc = get_choice(&s, "mode", PEWS_MODES, 0, &c->fixed, err)) ||
+        (rc = get_double(&s, "lambda", 0, 1e6, 1, &c->lambda, err)) ||
+        (rc = get_double(&s, "mask_lr", 0, 1e6, 0.1, &c->mask_lr, err)) ||
+        (rc = get_double(&s, "score_init", -100, 100, 0, &c->score_init, err)))
+        return rc;
+    c->warmup = (int)floor(tau * rounds + 0.5);
+    return get_choice(&s, "theta", PEWS_THETA, 0, &c->theta_binary, err);
+}
+
 static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -454,6 +523,9 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
      * over algorithm.name can keep one scenario */
     if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&
         (rc = load_spafl(&c->spafl, &s, err)))
+        return rc;
+    if ((!strcmp(c->name, "fedpews") || sim_yaml_get(s.map, "pews")) &&
+        (rc = load_pews(&c->pews, &s, sc->spec.fed.rounds, err)))
         return rc;
     int fjord = !strcmp(c->name, "fjord");
     if (fjord || !strcmp(c->name, "heterofl") || sim_yaml_get(s.map, "width"))

@@ -91,15 +91,17 @@ int main(void)
     live_at(&lm, 0.5);
     size_t n_half = nn_model_live_count(&lm);
     CHECK(n_half < nf / 2);
-    CHECK_EQ_I64(rs.up_bytes, 1 + 2 + 9 + 5 + 3 + 4 * n_half);
+    /* map, "units" + bin8 of 256 hidden units' bits, "data" + bin16 header, the values */
+    CHECK_EQ_I64(rs.up_bytes, 1 + 6 + 2 + 32 + 5 + 3 + 4 * n_half);
     CHECK(rs.cost.flops < 0.5 * rfull.cost.flops);
     CHECK(fl_heterofl.server_absorb(sh, 0, rs.up.data, rs.up.size, 1, 1, &err) == SIM_OK);
     CHECK(fl_heterofl.server_absorb(sh, 1, rf.up.data, rf.up.size, 1, 1, &err) == SIM_OK);
     CHECK(fl_heterofl.server_absorb(sh, 1, rf.up.data, rf.up.size - 7, 1, 1, &err) == SIM_EFORMAT);
+    /* a 1-byte bitmap where 256 units need 32 bytes */
     CHECK(fl_heterofl.server_absorb(sh, 1,
-                                    "\x82\xa1p\xcb\0\0\0\0\0\0\0\0\xa4"
+                                    "\x82\xa5units\xc4\x01\x00\xa4"
                                     "data\xc4\0",
-                                    18, 1, 1, &err) == SIM_EFORMAT); /* p = 0 */
+                                    16, 1, 1, &err) == SIM_EFORMAT);
     fl_heterofl.server_aggregate(sh);
     cfg.width.eval = 1;
     fl_heterofl.eval_params(sh, -1, NULL, 0, &g1);
@@ -157,7 +159,7 @@ int main(void)
         size_t lo = nn_model_live_count(&lm);
         live_at(&lm, 0.6);
         size_t hi = nn_model_live_count(&lm);
-        CHECK(sizes[c] >= 1 + 2 + 9 + 5 + 3 + 4 * lo && sizes[c] <= 1 + 2 + 9 + 5 + 3 + 4 * hi);
+        CHECK(sizes[c] >= 49 + 4 * lo && sizes[c] <= 49 + 4 * hi);
     }
     CHECK(distinct > 0);
     fl_result rj, rc;

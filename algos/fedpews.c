@@ -1,0 +1,577 @@
+/* algos/fedpews.c -- FedPeWS (Tastan et al., CPAL 2025; shared/specs/002-fedpews.md): a warmup of
+ * the first W rounds in which every client learns a personal neuron mask and trains and sends only
+ * that subnetwork, then plain FedAvg or FedProx (the base, as in fedavg.c) on the full model.
+ *
+ * Warmup step (Alg. 1), on one minibatch:
+ *   Procedure I  (mask): draw m̃ ~ Bernoulli(σ(s)); run the dense model with each dropped unit's
+ *     outgoing weights zeroed (= gating its activation after the ReLU), so a dropped unit's mask
+ *     gradient ∂f/∂m̃_j = Σ G·W over those outgoing weights is still informative; then
+ *     s_j −= η_s·(∂f/∂m̃_j − 2λ(σ(s_j) − θ_{g∖i,j}))·σ'(s_j)  (straight-through through the sample);
+ *   Procedure II (weights): a fresh m̃; the subnetwork it keeps (a unit with its incoming and
+ *     outgoing weights: the spec's AND rule) is trained as a narrowed model, so the kernels really
+ *     do less work.
+ * After the last step a fresh m̃ is drawn and the client uploads that subnetwork's change and θ_i.
+ * FedPeWS-Fixed gives client k the k-th of N contiguous groups of every hidden layer instead.
+ *
+ * The server averages each parameter over the clients whose subnetwork holds it (uncovered ones
+ * stay), takes a server step η_g, and keeps θ_i of every client to send each one the mean of the
+ * others' (θ_{g∖i}, the diversity target). Messages are sub-model messages (submodel.h): the
+ * warmup upload is the neuron bitmap plus the live values, so warmup rounds really send less.
+ * Mask statistics of every warmup round go to masks.tsv.
+ */
+#include "algos/algo.h"
+#include "algos/submodel.h"
+#include "nn/pack.h"
+#include "nn/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FULL, LEARNED, FIXED };
+
+static int phase(const fl_config *c, int32_t round)
+{
+    return round >= c->pews.warmup ? FULL : c->pews.fixed ? FIXED : LEARNED;
+}
+
+static double sigmoid(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
+/* FedPeWS-Fixed: client k's group of every hidden layer, N contiguous groups, larger first. */
+static void fixed_keep(const nn_arch *a, int k, int n, uint8_t *keep)
+{
+    int u = 0;
+    for (int i = 0; i < a->n; i++) {
+        if (!a->l[i].narrow) continue;
+        int w = a->l[i].oc, base = w / n, extra = w % n, g = k % n;
+        int start = g * base + (g < extra ? g : extra), size = base + (g < extra);
+        for (int j = 0; j < w; j++)
+            keep[u + j] = j >= start && j < start + size;
+        u += w;
+    }
+}
+
+/* Row masks of m from a units vector (one entry per hidden unit, in layer order). */
+static void set_units(nn_model *m, const uint8_t *keep)
+{
+    const uint8_t *rows[NN_MAX_LAYERS] = {0};
+    for (int i = 0, u = 0; i < m->arch.n; i++)
+        if (m->arch.l[i].narrow) {
+            rows[i] = keep + u;
+            u += m->arch.l[i].oc;
+        }
+    nn_model_set_row_masks(m, rows);
+}
+
+/* The units m is narrowed to, as a vector. */
+static void get_units(const nn_model *m, uint8_t *keep)
+{
+    for (int i = 0, u = 0; i < m->arch.n; i++) {
+        if (!m->arch.l[i].narrow) continue;
+        if (!m->list[i]) {
+            memset(keep + u, 1, (size_t)m->arch.l[i].oc);
+        } else {
+            memset(keep + u, 0, (size_t)m->arch.l[i].oc);
+            for (int j = 0; j < m->nlist[i]; j++)
+                keep[u + m->list[i][j]] = 1;
+        }
+        u += m->arch.l[i].oc;
+    }
+}
+
+static void pack_key(msgpack_packer *pk, const char *k)
+{
+    msgpack_pack_str(pk, strlen(k));
+    msgpack_pack_str_body(pk, k, strlen(k));
+}
+
+/* A message: the sub-model of m as narrowed, values from v, and θ when theta is non-NULL. */
+static void pack_msg(msgpack_sbuffer *sb, const nn_model *m, const float *v, const float *theta,
+                     int h)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, theta ? 3 : 2);
+    fl_sub_pack(&pk, m, v);
+    if (theta) {
+        pack_key(&pk, "theta");
+        nn_pack_f32(&pk, theta, (size_t)h);
+    }
+}
+
+static size_t msg_bytes(const nn_arch *a, size_t live, int with_theta)
+{
+    size_t tb = 4 * (size_t)fl_sub_units(a);
+    return 1 + fl_sub_bytes(a, live) + (with_theta ? 6 + (tb < 256 ? 2 : 3) + tb : 0);
+}
+
+/* Unpack a message into v and m's narrowing; theta (h floats) gets "theta" when asked for.
+ * *has_theta tells whether it was there. */
+static int unpack_msg(nn_model *m, float *v, float *theta, int *has_theta, const void *buf,
+                      size_t len, const char *what, sim_err *err)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    int rc;
+    *has_theta = 0;
+    if (!buf || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+        rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
+    } else if (!(rc = fl_sub_unpack(m, v, &u.data, what, err))) {
+        for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+            const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
+            if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 5 &&
+                !memcmp(kv->key.via.str.ptr, "theta", 5)) {
+                rc = nn_unpack_f32(theta, (size_t)fl_sub_units(&m->arch), &kv->val, what, err);
+                *has_theta = !rc;
+            }
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* server */
+
+typedef struct pews_server {
+    const fl_env *env; /* borrowed */
+    int n, h;          /* clients, hidden units */
+    int32_t round;     /* aggregations so far */
+    float *global;     /* n_floats */
+    fl_sub_acc acc;
+    float *scratch; /* n_floats: an unpacked message */
+    float *theta;   /* n × h: every client's last mask probabilities (Θ) */
+    float *loo;     /* h: θ_{g∖i} for the message being built */
+    uint8_t *masks; /* n × h: the units each client uploaded this round */
+    uint8_t *got;   /* n: who uploaded this round */
+    nn_model m;     /* its live map tells which parameters a message holds */
+    char *log;      /* masks.tsv rows so far */
+    size_t log_len;
+} pews_server;
+
+static void *pews_new(const fl_env *env, sim_err *err)
+{
+    (void)err;
+    pews_server *s = sim_xcalloc(1, sizeof *s);
+    size_t nf = env->arch->layout.n_floats;
+    s->env = env;
+    s->n = env->part->n_clients;
+    s->h = fl_sub_units(env->arch);
+    s->global = sim_xcalloc(nf, sizeof(float));
+    s->scratch = sim_xcalloc(nf, sizeof(float));
+    fl_sub_acc_init(&s->acc, nf);
+    s->theta = sim_xmalloc(sizeof(float) * (size_t)s->n * (size_t)s->h + 1);
+    for (size_t j = 0; j < (size_t)s->n * (size_t)s->h; j++)
+        s->theta[j] = (float)sigmoid(env->cfg->pews.score_init);
+    s->loo = sim_xcalloc((size_t)s->h + 1, sizeof(float));
+    s->masks = sim_xcalloc((size_t)s->n * (size_t)s->h + 1, 1);
+    s->got = sim_xcalloc((size_t)s->n + 1, 1);
+    s->log = sim_xstrdup("");
+    nn_model_init(&s->m, env->arch, 1);
+    fl_init_params(&s->m, env);
+    memcpy(s->global, s->m.params, nf * sizeof(float));
+    return s;
+}
+
+static void pews_free(void *p)
+{
+    pews_server *s = p;
+    if (!s) return;
+    nn_model_destroy(&s->m);
+    fl_sub_acc_free(&s->acc);
+    free(s->global);
+    free(s->scratch);
+    free(s->theta);
+    free(s->loo);
+    free(s->masks);
+    free(s->got);
+    free(s->log);
+    free(s);
+}
+
+/* θ_{g∖i}: the mean of the other clients' mask probabilities. */
+static void leave_one_out(pews_server *s, int32_t client)
+{
+    for (int j = 0; j < s->h; j++) {
+        double t = 0;
+        for (int k = 0; k < s->n; k++)
+            if (k != client) t += s->theta[(size_t)k * s->h + j];
+        s->loo[j] = (float)(t / (s->n - 1));
+    }
+}
+
+static size_t pews_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
+{
+    pews_server *s = p;
+    int ph = phase(s->env->cfg, round), theta = ph == LEARNED && s->n > 1;
+    nn_model_reset_narrowing(&s->m);
+    if (ph == FIXED) {
+        uint8_t *keep = sim_xmalloc((size_t)s->h + 1);
+        fixed_keep(s->env->arch, client, s->n, keep);
+        set_units(&s->m, keep);
+        free(keep);
+    }
+    if (!out) return msg_bytes(s->env->arch, nn_model_live_count(&s->m), theta);
+    if (theta) leave_one_out(s, client);
+    size_t before = out->size;
+    pack_msg(out, &s->m, s->global, theta ? s->loo : NULL, s->h);
+    return out->size - before;
+}
+
+static int pews_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                       double mass, sim_err *err)
+{
+    pews_server *s = p;
+    float *theta = sim_xmalloc(sizeof(float) * ((size_t)s->h + 1));
+    int has_theta;
+    int rc = unpack_msg(&s->m, s->scratch, theta, &has_theta, up, len, "up message", err);
+    if (!rc) {
+        fl_sub_acc_add(&s->acc, &s->m, s->scratch, weight, mass);
+        uint8_t *mk = s->masks + (size_t)client * s->h;
+        get_units(&s->m, mk);
+        s->got[client] = 1;
+        float *t = s->theta + (size_t)client * s->h;
+        if (has_theta && !s->env->cfg->pews.theta_binary)
+            memcpy(t, theta, sizeof(float) * (size_t)s->h);
+        else if (has_theta)
+            for (int j = 0; j < s->h; j++)
+                t[j] = mk[j];
+    }
+    free(theta);
+    return rc;
+}
+
+/* One masks.tsv row for a warmup round: density of each client's subnetwork, the units and
+ * parameters some client covered, and the mean pairwise Jaccard overlap of the masks. */
+static void log_round(pews_server *s)
+{
+    int k = 0, cover = 0, pairs = 0;
+    double dsum = 0, dmin = 1, dmax = 0, jac = 0;
+    char dens[4096] = "";
+    for (int c = 0; c < s->n; c++) {
+        if (!s->got[c]) continue;
+        const uint8_t *a = s->masks + (size_t)c * s->h;
+        int on = 0;
+        for (int j = 0; j < s->h; j++)
+            on += a[j];
+        double d = s->h ? (double)on / s->h : 1;
+        dsum += d, dmin = fmin(dmin, d), dmax = fmax(dmax, d), k++;
+        size_t l = strlen(dens);
+        snprintf(dens + l, sizeof dens - l, "%s%d:%.4f", l ? "," : "", c, d);
+        for (int c2 = 0; c2 < c; c2++) {
+            if (!s->got[c2]) continue;
+            const uint8_t *b = s->masks + (size_t)c2 * s->h;
+            int both = 0, any = 0;
+            for (int j = 0; j < s->h; j++)
+                both += a[j] && b[j], any += a[j] || b[j];
+            jac += any ? (double)both / any : 1;
+            pairs++;
+        }
+    }
+    for (int j = 0; j < s->h; j++) {
+        int any = 0;
+        for (int c = 0; c < s->n && !any; c++)
+            any = s->got[c] && s->masks[(size_t)c * s->h + j];
+        cover += any;
+    }
+    const nn_layout *L = &s->env->arch->layout;
+    size_t held = 0;
+    for (int t = 0; t < L->n; t++)
+        for (size_t j = 0; j < (size_t)L->t[t].rows * L->t[t].cols; j++)
+            held += s->acc.mass[L->t[t].off + j] > 0;
+    char row[4600];
+    int len = snprintf(row, sizeof row, "%d\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%s\n",
+                       s->round, k, k ? dsum / k : 0, k ? dmin : 0, k ? dmax : 0,
+                       s->h ? (double)cover / s->h : 1, (double)held / (double)L->n_params,
+                       pairs ? jac / pairs : NAN, dens);
+    s->log = sim_xrealloc(s->log, s->log_len + (size_t)len + 1);
+    memcpy(s->log + s->log_len, row, (size_t)len + 1);
+    s->log_len += (size_t)len;
+}
+
+static void pews_aggregate(void *p)
+{
+    pews_server *s = p;
+    if (phase(s->env->cfg, s->round) != FULL) log_round(s);
+    fl_sub_acc_apply(&s->acc, s->global, s->env->cfg->server_lr);
+    memset(s->got, 0, (size_t)s->n);
+    s->round++;
+}
+
+static double pews_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    pews_server *s = p;
+    (void)client, (void)priv, (void)priv_len;
+    nn_model_reset_narrowing(m);
+    memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
+    return 1.0;
+}
+
+static void pews_report(void *p, FILE *f)
+{
+    pews_server *s = p;
+    fprintf(f, "# FedPeWS warmup masks: one row per warmup round (0-based); densities are the "
+               "fraction of hidden units each client's uploaded subnetwork kept\n");
+    fprintf(f, "round\tclients\tdensity_mean\tdensity_min\tdensity_max\tunit_coverage\t"
+               "param_coverage\toverlap_mean\tdensities\n");
+    fputs(s->log, f);
+}
+
+/* [round, global, [acc, mass], Θ, masks.tsv so far]; arrays as raw native-order bytes. */
+static void pews_save(void *p, msgpack_packer *pk)
+{
+    pews_server *s = p;
+    size_t nf = s->env->arch->layout.n_floats, nt = (size_t)s->n * (size_t)s->h;
+    msgpack_pack_array(pk, 5);
+    msgpack_pack_int32(pk, s->round);
+    msgpack_pack_bin(pk, nf * sizeof(float));
+    msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
+    fl_sub_acc_save(&s->acc, pk);
+    msgpack_pack_bin(pk, nt * sizeof(float));
+    msgpack_pack_bin_body(pk, s->theta, nt * sizeof(float));
+    msgpack_pack_str(pk, s->log_len);
+    msgpack_pack_str_body(pk, s->log, s->log_len);
+}
+
+static int pews_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    pews_server *s = p;
+    size_t nf = s->env->arch->layout.n_floats, nt = (size_t)s->n * (size_t)s->h;
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 5 ? o->via.array.ptr : NULL;
+    if (!a || a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 > INT32_MAX ||
+        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(float) ||
+        fl_sub_acc_load(&s->acc, &a[2]) || a[3].type != MSGPACK_OBJECT_BIN ||
+        a[3].via.bin.size != nt * sizeof(float) || a[4].type != MSGPACK_OBJECT_STR)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit fedpews with %d clients and a %zu-parameter "
+                        "model",
+                        s->n, nf);
+    s->round = (int32_t)a[0].via.u64;
+    memcpy(s->global, a[1].via.bin.ptr, nf * sizeof(float));
+    memcpy(s->theta, a[3].via.bin.ptr, nt * sizeof(float));
+    free(s->log);
+    s->log_len = a[4].via.str.size;
+    s->log = sim_xmalloc(s->log_len + 1);
+    memcpy(s->log, a[4].via.str.ptr, s->log_len);
+    s->log[s->log_len] = 0;
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* client */
+
+/* The first conv/linear layer after layer i: the one a unit of i feeds. */
+static int next_param(const nn_arch *a, int i)
+{
+    for (int k = i + 1; k < a->n; k++)
+        if (a->l[k].op == NN_CONV || a->l[k].op == NN_LINEAR) return k;
+    return -1;
+}
+
+/* Procedure I's gate gradient: with every dropped unit's outgoing weights zeroed (a dense model,
+ * gates applied), forward and backward the batch, and gm_j = Σ G·W over unit j's outgoing
+ * weights, W the original values. */
+static void gate_grads(nn_model *m, const uint8_t *keep, const float *x, const int32_t *y, int B,
+                       float *stash, double *gm)
+{
+    const nn_arch *a = &m->arch;
+    nn_model_reset_narrowing(m);
+    for (int pass = 0; pass < 3; pass++) { /* 0: zero the gated columns, 1: gm, 2: restore */
+        if (pass == 1) {
+            nn_model_zero_grad(m);
+            nn_model_forward(m, x, y, B, 1);
+            nn_model_backward(m);
+        }
+        for (int i = 0, u = 0; i < a->n; i++) {
+            if (!a->l[i].narrow) continue;
+            const nn_layer *nx = &a->l[next_param(a, i)];
+            const nn_tensor *t = &a->layout.t[nx->wt];
+            int run = nx->op == NN_CONV ? nx->k * nx->k : nx->blk;
+            for (int j = 0; j < a->l[i].oc; j++, u++) {
+                if (pass == 1) gm[u] = 0;
+                if (keep[u] && pass != 1) continue;
+                for (int r = 0; r < t->rows; r++) {
+                    size_t o = t->off + (size_t)r * t->cols + (size_t)j * run;
+                    for (int q = 0; q < run; q++) {
+                        if (pass == 0) {
+                            stash[o + q] = m->params[o + q];
+                            m->params[o + q] = 0;
+                        } else if (pass == 1) {
+                            gm[u] += (double)m->grads[o + q] *
+                                     (keep[u] ? m->params[o + q] : stash[o + q]);
+                        } else {
+                            m->params[o + q] = stash[o + q];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void sample(sim_rng *r, const float *s, uint8_t *keep, int h)
+{
+    for (int j = 0; j < h; j++)
+        keep[j] = sim_rng_uniform(r) < sigmoid(s[j]);
+}
+
+/* The learned warmup's local loop (Procedures I and II on each minibatch); leaves m narrowed to
+ * the mask drawn for the upload. */
+static void learned_sgd(const fl_env *env, const fl_job *job, nn_model *m, float *s,
+                        const float *loo, const float *anchor, uint8_t *keep, fl_result *res)
+{
+    const fl_config *cfg = env->cfg;
+    const fl_pews_config *pc = &cfg->pews;
+    int h = fl_sub_units(env->arch), n = env->part->n[job->client], B = cfg->batch_size;
+    size_t nf = env->arch->layout.n_floats;
+    sim_rng mr, br;
+    sim_rng_seed(&mr, env->seed, SIM_RNG_MASKS, job->stream);
+    if (n > 0) {
+        int64_t steps = cfg->local_steps > 0 ? cfg->local_steps
+                                             : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+        double lr = cfg->lr, mu = pc->prox ? cfg->mu : 0;
+        for (int r = 0; r < job->round; r++)
+            lr *= cfg->lr_decay;
+        nn_sgd opt = {(float)lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+        memset(m->mom, 0, sizeof(float) * nf);
+        sim_rng_seed(&br, env->seed, SIM_RNG_BATCHES, job->stream);
+        nn_batcher b;
+        nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &br);
+        float *stash = sim_xmalloc(sizeof(float) * nf);
+        double *gm = sim_xmalloc(sizeof(double) * ((size_t)h + 1)), loss = 0;
+        nn_cost before = m->cost;
+        for (int64_t st = 0; st < steps; st++) {
+            int nb = nn_batcher_next(&b);
+            if (!nb) nb = nn_batcher_next(&b);
+            sample(&mr, s, keep, h); /* Procedure I: the scores, weights frozen */
+            gate_grads(m, keep, b.x, b.y, nb, stash, gm);
+            for (int j = 0; j < h; j++) {
+                double sg = sigmoid(s[j]), g = gm[j];
+                if (loo) g -= 2 * pc->lambda * (sg - loo[j]);
+                s[j] -= (float)(pc->mask_lr * g * sg * (1 - sg));
+            }
+            sample(&mr, s, keep, h); /* Procedure II: the weights of the subnetwork */
+            set_units(m, keep);
+            nn_model_zero_grad(m);
+            loss += nn_model_forward(m, b.x, b.y, nb, 1);
+            nn_model_backward(m);
+            if (mu > 0)
+                for (size_t k = 0; k < m->n_runs; k++)
+                    for (uint32_t j = 0; j < m->runs[k][1]; j++) {
+                        size_t o = m->runs[k][0] + j;
+                        m->grads[o] += (float)mu * (m->params[o] - anchor[o]);
+                    }
+            nn_model_sgd_step(m, &opt);
+            m->cost.samples += nb;
+        }
+        res->cost.flops += m->cost.flops - before.flops;
+        res->cost.samples += m->cost.samples - before.samples;
+        res->loss = steps ? loss / steps : 0;
+        res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
+        nn_batcher_destroy(&b);
+        free(stash);
+        free(gm);
+    }
+    sample(&mr, s, keep, h); /* the subnetwork uploaded (Alg. 1 l.19) */
+    set_units(m, keep);
+}
+
+/* Cost-only: learned masks are drawn from the initial scores (what training would move them to
+ * is unknown without training); a step costs a dense pass (Procedure I) plus the subnetwork's. */
+static int train_cost_only(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res)
+{
+    nn_model *m = fl_worker_model(w, env);
+    int ph = phase(env->cfg, job->round), h = fl_sub_units(env->arch);
+    uint8_t *keep = sim_xmalloc((size_t)h + 1);
+    if (ph == LEARNED) {
+        fl_local_sgd(env, job, m, 0, NULL, res); /* Procedure I's dense passes */
+        float *s = sim_xmalloc(sizeof(float) * ((size_t)h + 1));
+        for (int j = 0; j < h; j++)
+            s[j] = (float)env->cfg->pews.score_init;
+        sim_rng r;
+        sim_rng_seed(&r, env->seed, SIM_RNG_MASKS, job->stream);
+        sample(&r, s, keep, h);
+        free(s);
+        set_units(m, keep);
+    } else if (ph == FIXED) {
+        fixed_keep(env->arch, job->client, env->part->n_clients, keep);
+        set_units(m, keep);
+    }
+    fl_local_sgd(env, job, m, 0, NULL, res);
+    res->up_bytes = msg_bytes(env->arch, nn_model_live_count(m), ph == LEARNED);
+    free(keep);
+    return SIM_OK;
+}
+
+static int pews_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                      sim_err *err)
+{
+    if (env->cost_only) return train_cost_only(env, job, w, res);
+    const fl_pews_config *pc = &env->cfg->pews;
+    nn_model *m = fl_worker_model(w, env);
+    size_t nf = env->arch->layout.n_floats;
+    int ph = phase(env->cfg, job->round), h = fl_sub_units(env->arch), has_loo;
+    float *loo = sim_xmalloc(sizeof(float) * ((size_t)h + 1));
+    int rc = unpack_msg(m, m->params, loo, &has_loo, job->down, job->down_len, "down message", err);
+    if (rc) {
+        free(loo);
+        return rc;
+    }
+    memcpy(w->ref, m->params, nf * sizeof(float)); /* the received model: anchor, and the base
+                                                      of the change uploaded */
+    if (ph != LEARNED) {
+        fl_local_sgd(env, job, m, pc->prox ? env->cfg->mu : 0, w->ref, res);
+    } else {
+        float *s = sim_xmalloc(sizeof(float) * ((size_t)h + 1));
+        for (int j = 0; j < h; j++)
+            s[j] = (float)pc->score_init;
+        if (job->priv) {
+            msgpack_unpacked u;
+            msgpack_unpacked_init(&u);
+            size_t off = 0;
+            rc = msgpack_unpack_next(&u, job->priv, job->priv_len, &off) == MSGPACK_UNPACK_SUCCESS
+                         ? nn_unpack_f32(s, (size_t)h, &u.data, "private state", err)
+                         : sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not msgpack");
+            msgpack_unpacked_destroy(&u);
+        }
+        uint8_t *keep = sim_xmalloc((size_t)h + 1);
+        if (!rc) {
+            learned_sgd(env, job, m, s, has_loo && pc->lambda > 0 ? loo : NULL, w->ref, keep, res);
+            for (int j = 0; j < h; j++)
+                loo[j] = (float)sigmoid(s[j]); /* θ_i, sent up */
+            msgpack_packer pk;
+            msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
+            nn_pack_f32(&pk, s, (size_t)h);
+        }
+        free(keep);
+        free(s);
+    }
+    if (!rc) {
+        for (size_t j = 0; j < nf; j++) /* the upload is the change of the subnetwork */
+            w->ref[j] = m->params[j] - w->ref[j];
+        pack_msg(&res->up, m, w->ref, ph == LEARNED ? loo : NULL, h);
+        res->up_bytes = res->up.size;
+    }
+    free(loo);
+    return rc;
+}
+
+const fl_algo fl_fedpews = {"fedpews",
+                            "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
+                            1,
+                            pews_new,
+                            pews_free,
+                            pews_down,
+                            pews_train,
+                            pews_absorb,
+                            pews_aggregate,
+                            pews_eval,
+                            pews_save,
+                            pews_load,
+                            "masks.tsv",
+                            pews_report};
