@@ -9,7 +9,8 @@
  *     checkpoint, and resume completes to the same bytes;
  *   - a corrupted (one flipped byte), truncated or foreign (scenario.yaml changed) checkpoint is
  *     rejected with exit status 2 and a message naming the file, and no output is touched;
- *   - a finished run leaves no checkpoint.
+ *   - a finished run leaves no checkpoint;
+ *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own.
  */
 #include "tests/check.h"
 #include "tests/files.h"
@@ -33,6 +34,11 @@ static const char *const variants[][2] = {
         {"churn", "--set 'devices.profiles.slow.availability={kind: markov, mean_on: 3 s, "
                   "mean_off: 2 s}' --set 'devices.profiles.fast.availability={kind: markov, "
                   "mean_on: 3 s, mean_off: 2 s}' --set rounds=8"},
+        /* algorithms with server state and private client state of their own */
+        {"spafl", "--set algorithm.name=spafl"},
+        {"fjord", "--set algorithm.name=fjord"},
+        /* the warmup (scores in private state, masks.tsv rows in server state) crosses it */
+        {"fedpews", "--set algorithm.name=fedpews --set algorithm.pews.warmup=0.6"},
 };
 
 static int status_of(int st)
