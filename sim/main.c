@@ -74,7 +74,7 @@ static const char usage[] =
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7]), then per group of runs whose\n"
         "             folders differ only in a trailing -SEED: mean ± std over the runs of final\n"
-        "             accuracy and, over those that reached ACC, rounds and time to it\n"
+        "             accuracy and, over those that reached ACC, rounds, time and bytes to it\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -816,10 +816,10 @@ static int cmd_summary(int argc, char **argv)
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0);
         }
         /* groups: runs whose folders differ only in a trailing -SEED */
-        printf("\n%-24s %5s %22s %22s %22s\n", "group", "runs", "final", "rounds (reached)",
-               "time_s");
+        printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final",
+               "rounds (reached)", "time_s", "bytes");
         double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),
-               *tss = sim_xcalloc((size_t)n, 8);
+               *tss = sim_xcalloc((size_t)n, 8), *bss = sim_xcalloc((size_t)n, 8);
         for (int r = 0; r < n; r++) {
             int seen = 0;
             for (int q = 0; q < r; q++)
@@ -831,16 +831,17 @@ static int cmd_summary(int argc, char **argv)
                 double rd, ts, bs;
                 fin[k++] = m[q].n ? plot_metrics_acc(&m[q], m[q].n - 1) : NAN;
                 if (plot_metrics_to_target(&m[q], target, &rd, &ts, &bs))
-                    rds[hit] = rd, tss[hit++] = ts;
+                    rds[hit] = rd, tss[hit] = ts, bss[hit++] = bs;
             }
-            char a[48], b[48], b2[80], c[48];
+            char a[48], b[48], b2[80], c[48], d[64];
             mean_std(a, sizeof a, fin, k, 4);
             mean_std(b, sizeof b, rds, hit, 1);
             snprintf(b2, sizeof b2, "%s (%d/%d)", b, hit, k);
             mean_std(c, sizeof c, tss, hit, 1);
-            printf("%-24s %5d %22s %22s %22s\n", group[r], k, a, b2, c);
+            mean_std(d, sizeof d, bss, hit, 0);
+            printf("%-24s %5d %22s %22s %22s %26s\n", group[r], k, a, b2, c, d);
         }
-        free(fin), free(rds), free(tss);
+        free(fin), free(rds), free(tss), free(bss);
     }
     for (int r = 0; r < n; r++)
         plot_metrics_destroy(&m[r]);
