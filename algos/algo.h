@@ -14,6 +14,7 @@
 #include "nn/data.h"
 #include "nn/model.h"
 #include "nn/partition.h"
+#include "nn/train.h"
 #include "sim/base.h"
 #include "sim/rng.h"
 
@@ -160,6 +161,30 @@ void fl_worker_destroy(fl_worker *w);
 nn_model *fl_worker_model(fl_worker *w, const fl_env *env);
 /* Initial global parameters: the same in every process for a seed. */
 void fl_init_params(nn_model *m, const fl_env *env);
+/* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in
+ * batches, each epoch ending on a short batch), its lr (decayed by round), and its minibatches
+ * from the stream (seed, SIM_RNG_BATCHES, job->stream). Algorithms with their own step (SpaFL,
+ * FedPeWS) drive it; fl_local_sgd is the plain one. */
+typedef struct fl_loop {
+    nn_model *m;   /* borrowed */
+    nn_batcher b;  /* the current minibatch is b.x, b.y */
+    int64_t steps; /* in all */
+    int64_t step;  /* taken so far */
+    double lr;
+    double loss;    /* the caller's sum of step losses */
+    nn_cost before; /* m->cost at the start */
+} fl_loop;
+
+/* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */
+int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m);
+/* Gather the next minibatch: its size, or 0 once every step was taken. */
+int fl_loop_next(fl_loop *L);
+/* Account the job into res (FLOPs and samples the model counted since start, mean loss, steps)
+ * and free the loop. */
+void fl_loop_finish(fl_loop *L, fl_result *res);
+
+/* FedProx: add mu·(w − anchor) to the gradients of m's live parameters. */
+void fl_prox_grad(nn_model *m, double mu, const float *anchor);
 /* Local SGD on client's training samples with the job's lr (decayed by round), batch order from
  * the stream (seed, SIM_RNG_BATCHES, job->stream). With mu > 0 and anchor non-NULL, adds
  * the FedProx gradient mu·(w − anchor). Fills res->cost, loss and steps. In cost-only mode it

@@ -70,50 +70,82 @@ static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result 
     res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
 }
 
+void fl_prox_grad(nn_model *m, double mu, const float *anchor)
+{
+    for (size_t k = 0; k < m->n_runs; k++) {
+        size_t off = m->runs[k][0];
+        for (uint32_t j = 0; j < m->runs[k][1]; j++)
+            m->grads[off + j] += (float)mu * (m->params[off + j] - anchor[off + j]);
+    }
+}
+
+static int64_t job_steps(const fl_env *env, int n)
+{
+    const fl_config *cfg = env->cfg;
+    int B = cfg->batch_size;
+    return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+}
+
+int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
+{
+    const fl_config *cfg = env->cfg;
+    int n = env->part->n[job->client];
+    memset(L, 0, sizeof *L);
+    if (n <= 0) return 0;
+    L->m = m;
+    L->steps = job_steps(env, n);
+    L->lr = cfg->lr;
+    for (int r = 0; r < job->round; r++)
+        L->lr *= cfg->lr_decay;
+    sim_rng r;
+    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
+    nn_batcher_init(&L->b, env->train, env->part->idx[job->client], n, cfg->batch_size, 0, &r);
+    L->before = m->cost;
+    return 1;
+}
+
+int fl_loop_next(fl_loop *L)
+{
+    if (L->step == L->steps) return 0;
+    int nb = nn_batcher_next(&L->b);
+    if (!nb) nb = nn_batcher_next(&L->b);
+    L->step++;
+    L->m->cost.samples += nb;
+    return nb;
+}
+
+void fl_loop_finish(fl_loop *L, fl_result *res)
+{
+    const nn_cost *now = &L->m->cost, *b = &L->before;
+    res->cost.flops += now->flops - b->flops;
+    res->cost.flops_masked += now->flops_masked - b->flops_masked;
+    res->cost.flops_masked_nnz += now->flops_masked_nnz - b->flops_masked_nnz;
+    res->cost.samples += now->samples - b->samples;
+    res->loss = L->steps ? L->loss / L->steps : 0;
+    res->steps = L->steps > INT32_MAX ? INT32_MAX : (int)L->steps;
+    nn_batcher_destroy(&L->b);
+}
+
 void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
                   fl_result *res)
 {
     const fl_config *cfg = env->cfg;
-    int n = env->part->n[job->client], B = cfg->batch_size;
+    int n = env->part->n[job->client];
     if (n <= 0) return;
-    int per_epoch = (n + B - 1) / B;
-    int64_t steps =
-            cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * per_epoch;
     if (env->cost_only) {
-        cost_only(m, n, B, steps, res);
+        cost_only(m, n, cfg->batch_size, job_steps(env, n), res);
         return;
     }
-    double lr = cfg->lr;
-    for (int r = 0; r < job->round; r++)
-        lr *= cfg->lr_decay;
-    nn_sgd opt = {(float)lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+    fl_loop L;
+    fl_loop_start(&L, env, job, m);
+    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
-    sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
-    nn_batcher b;
-    nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &r);
-    nn_cost before = m->cost;
-    double loss = 0;
-    for (int64_t s = 0; s < steps; s++) {
-        int nb = nn_batcher_next(&b);
-        if (!nb) nb = nn_batcher_next(&b);
+    for (int nb; (nb = fl_loop_next(&L));) {
         nn_model_zero_grad(m);
-        loss += nn_model_forward(m, b.x, b.y, nb, 1);
+        L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
         nn_model_backward(m);
-        if (mu > 0 && anchor)
-            for (size_t k = 0; k < m->n_runs; k++) {
-                size_t off = m->runs[k][0];
-                for (uint32_t j = 0; j < m->runs[k][1]; j++)
-                    m->grads[off + j] += (float)mu * (m->params[off + j] - anchor[off + j]);
-            }
+        if (mu > 0 && anchor) fl_prox_grad(m, mu, anchor);
         nn_model_sgd_step(m, &opt);
-        m->cost.samples += nb;
     }
-    res->cost.flops += m->cost.flops - before.flops;
-    res->cost.flops_masked += m->cost.flops_masked - before.flops_masked;
-    res->cost.flops_masked_nnz += m->cost.flops_masked_nnz - before.flops_masked_nnz;
-    res->cost.samples += m->cost.samples - before.samples;
-    res->loss = steps ? loss / steps : 0;
-    res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
-    nn_batcher_destroy(&b);
+    fl_loop_finish(&L, res);
 }

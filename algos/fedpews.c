@@ -427,29 +427,21 @@ static void learned_sgd(const fl_env *env, const fl_job *job, nn_model *m, float
 {
     const fl_config *cfg = env->cfg;
     const fl_pews_config *pc = &cfg->pews;
-    int h = fl_sub_units(env->arch), n = env->part->n[job->client], B = cfg->batch_size;
+    int h = fl_sub_units(env->arch);
     size_t nf = env->arch->layout.n_floats;
-    sim_rng mr, br;
+    sim_rng mr;
     sim_rng_seed(&mr, env->seed, SIM_RNG_MASKS, job->stream);
-    if (n > 0) {
-        int64_t steps = cfg->local_steps > 0 ? cfg->local_steps
-                                             : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
-        double lr = cfg->lr, mu = pc->prox ? cfg->mu : 0;
-        for (int r = 0; r < job->round; r++)
-            lr *= cfg->lr_decay;
-        nn_sgd opt = {(float)lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+    fl_loop L;
+    if (fl_loop_start(&L, env, job, m)) {
+        double mu = pc->prox ? cfg->mu : 0;
+        nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)cfg->weight_decay,
+                      (float)cfg->clip};
         memset(m->mom, 0, sizeof(float) * nf);
-        sim_rng_seed(&br, env->seed, SIM_RNG_BATCHES, job->stream);
-        nn_batcher b;
-        nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &br);
         float *stash = sim_xmalloc(sizeof(float) * nf);
-        double *gm = sim_xmalloc(sizeof(double) * ((size_t)h + 1)), loss = 0;
-        nn_cost before = m->cost;
-        for (int64_t st = 0; st < steps; st++) {
-            int nb = nn_batcher_next(&b);
-            if (!nb) nb = nn_batcher_next(&b);
+        double *gm = sim_xmalloc(sizeof(double) * ((size_t)h + 1));
+        for (int nb; (nb = fl_loop_next(&L));) {
             sample(&mr, s, keep, h); /* Procedure I: the scores, weights frozen */
-            gate_grads(m, keep, b.x, b.y, nb, stash, gm);
+            gate_grads(m, keep, L.b.x, L.b.y, nb, stash, gm);
             for (int j = 0; j < h; j++) {
                 double sg = sigmoid(s[j]), g = gm[j];
                 if (loo) g -= 2 * pc->lambda * (sg - loo[j]);
@@ -458,22 +450,12 @@ static void learned_sgd(const fl_env *env, const fl_job *job, nn_model *m, float
             sample(&mr, s, keep, h); /* Procedure II: the weights of the subnetwork */
             set_units(m, keep);
             nn_model_zero_grad(m);
-            loss += nn_model_forward(m, b.x, b.y, nb, 1);
+            L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
             nn_model_backward(m);
-            if (mu > 0)
-                for (size_t k = 0; k < m->n_runs; k++)
-                    for (uint32_t j = 0; j < m->runs[k][1]; j++) {
-                        size_t o = m->runs[k][0] + j;
-                        m->grads[o] += (float)mu * (m->params[o] - anchor[o]);
-                    }
+            if (mu > 0) fl_prox_grad(m, mu, anchor);
             nn_model_sgd_step(m, &opt);
-            m->cost.samples += nb;
         }
-        res->cost.flops += m->cost.flops - before.flops;
-        res->cost.samples += m->cost.samples - before.samples;
-        res->loss = steps ? loss / steps : 0;
-        res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
-        nn_batcher_destroy(&b);
+        fl_loop_finish(&L, res);
         free(stash);
         free(gm);
     }

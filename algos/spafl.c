@@ -673,35 +673,23 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
         memset(c.mtau, 0, nt * sizeof(float));
     }
 
-    int n = env->part->n[job->client], B = cfg->batch_size;
-    if (n > 0) {
-        int64_t steps = cfg->local_steps > 0 ? cfg->local_steps
-                                             : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
-        double lr = cfg->lr;
-        for (int r = 0; r < job->round; r++)
-            lr *= cfg->lr_decay;
+    fl_loop L;
+    if (fl_loop_start(&L, env, job, m)) {
         /* the code's warm-up: α·σ(10r − 5), which only dampens round 0 */
         double alpha_r = sc->warmup ? sc->alpha / (1 + exp(5 - 10.0 * job->round)) : sc->alpha;
         float *stash = sim_xmalloc(nf * sizeof(float)), *coef = sim_xcalloc(nt + 1, sizeof(float));
+        float lr = (float)L.lr, wd = (float)cfg->weight_decay, mu = (float)cfg->momentum;
         tensor_role role[NN_MAX_TENSORS];
         roles_of(&sh, a, role);
-        sim_rng r;
-        sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
-        nn_batcher b;
-        nn_batcher_init(&b, env->train, env->part->idx[job->client], n, B, 0, &r);
-        nn_cost before = m->cost;
-        double loss = 0;
-        for (int64_t s = 0; s < steps; s++) {
-            int nb = nn_batcher_next(&b);
-            if (!nb) nb = nn_batcher_next(&b);
+        for (int nb; (nb = fl_loop_next(&L));) {
             c.resets += compute_masks(&sh, a, m->params, c.tau, c.ratio, keep, sc->collapse);
             apply_masks(m, &sh, keep, stash);
             nn_model_zero_grad(m);
-            loss += nn_model_forward(m, b.x, b.y, nb, 1);
+            L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
             nn_model_backward(m);
             restore_rows(m, &sh, keep, stash);
-            loss += threshold_grads(m, &sh, sc, c.tau, alpha_r, gt, coef);
-            float f = 1, wd = (float)cfg->weight_decay, mu = (float)cfg->momentum;
+            L.loss += threshold_grads(m, &sh, sc, c.tau, alpha_r, gt, coef);
+            float f = 1;
             if (cfg->clip > 0) { /* the joint norm of the weights' and thresholds' gradients */
                 double ss = sc->freeze_weights
                                     ? 0
@@ -710,9 +698,8 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
                     ss += (double)gt[j] * gt[j];
                 if (sqrt(ss) > cfg->clip) f = (float)(cfg->clip / sqrt(ss));
             }
-            if (!sc->freeze_weights)
-                param_pass(m, &sh, role, keep, coef, wd, f, c.mw, (float)lr, mu);
-            tau_step(c.tau, c.mtau, gt, nt, f, (float)lr, mu);
+            if (!sc->freeze_weights) param_pass(m, &sh, role, keep, coef, wd, f, c.mw, lr, mu);
+            tau_step(c.tau, c.mtau, gt, nt, f, lr, mu);
             if (sc->clamp) {
                 for (int l = 0; l < sh.nl; l++) {
                     const nn_tensor *t = &a->layout.t[a->l[sh.layer[l]].wt];
@@ -720,15 +707,10 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
                 }
                 clamp(c.tau, nt, 0, 1);
             }
-            m->cost.samples += nb;
             /* SpaFL's own work per step: mean|w| of every row and s_i = Σ G·w */
             res->cost.flops += 4.0 * (double)sh.n_w;
         }
-        res->cost.flops += m->cost.flops - before.flops;
-        res->cost.samples += m->cost.samples - before.samples;
-        res->loss = steps ? loss / steps : 0;
-        res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
-        nn_batcher_destroy(&b);
+        fl_loop_finish(&L, res);
         free(stash);
         free(coef);
     }

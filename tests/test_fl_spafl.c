@@ -100,6 +100,18 @@ static void test_eq13(void)
     free(d);
 }
 
+/* A threshold message {"tau": v} in sb (initialized here). */
+static void tau_msg(msgpack_sbuffer *sb, const float *v, size_t n)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str(&pk, 3);
+    msgpack_pack_str_body(&pk, "tau", 3);
+    nn_pack_f32(&pk, v, n);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* one step against an independent computation */
 
@@ -176,13 +188,7 @@ static void test_step(void)
     for (size_t k = 0; k < sizeof pruned / sizeof *pruned; k++)
         tau[pruned[k]] = 2.0f;
     msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &down, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str(&pk, 3);
-    msgpack_pack_str_body(&pk, "tau", 3);
-    nn_pack_f32(&pk, tau, 580);
+    tau_msg(&down, tau, 580);
 
     fl_worker w;
     fl_worker_init(&w);
@@ -327,13 +333,7 @@ static void test_server(void)
     float up[2][4] = {{1, 2, 3, 4}, {3, 2, 1, -4}}, got[4], delta[4];
     for (int k = 0; k < 2; k++) {
         msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        msgpack_pack_str(&pk, 3);
-        msgpack_pack_str_body(&pk, "tau", 3);
-        nn_pack_f32(&pk, up[k], 4);
+        tau_msg(&sb, up[k], 4);
         CHECK(fl_spafl.server_absorb(s, k, sb.data, sb.size, 100.0 * (k + 1), 1, &err) == SIM_OK);
         msgpack_sbuffer_destroy(&sb);
     }
@@ -473,13 +473,7 @@ static void test_collapse_in_training(void)
     for (int i = 0; i < 32; i++) /* the first hidden layer: all 32 neurons pruned */
         tau[i] = 50;
     msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &down, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str(&pk, 3);
-    msgpack_pack_str_body(&pk, "tau", 3);
-    nn_pack_f32(&pk, tau, (size_t)nt);
+    tau_msg(&down, tau, (size_t)nt);
     fl_worker w;
     fl_worker_init(&w);
     fl_result res;
