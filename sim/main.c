@@ -816,8 +816,8 @@ static int cmd_summary(int argc, char **argv)
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0);
         }
         /* groups: runs whose folders differ only in a trailing -SEED */
-        printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final",
-               "rounds (reached)", "time_s", "bytes");
+        printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final", "rounds (reached)",
+               "time_s", "bytes");
         double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),
                *tss = sim_xcalloc((size_t)n, 8), *bss = sim_xcalloc((size_t)n, 8);
         for (int r = 0; r < n; r++) {
