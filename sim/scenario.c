@@ -441,7 +441,7 @@ static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
         (rc = get_bool(&s, "warmup", 1, &c->warmup, err)) ||
         (rc = get_bool(&s, "eq13", 1, &c->eq13, err)) ||
         (rc = get_choice(&s, "eq13_divisor", DIVISORS, 0, &c->eq13_nin, err)) ||
-        (rc = get_choice(&s, "delta", DELTAS, 0, &c->delta_latest, err)) ||
+        (rc = get_choice(&s, "delta", DELTAS, 1, &c->delta_latest, err)) ||
         (rc = get_choice(&s, "momentum", MOMENTA, 0, &c->momentum_reset, err)) ||
         (rc = get_bool(&s, "ste_weight", 1, &c->ste_weight, err)) ||
         (rc = get_bool(&s, "freeze_weights", 0, &c->freeze_weights, err)) ||

@@ -4,7 +4,8 @@
  * rebuilt from the model's own gradient of the masked network and checked by finite differences
  * (s_i is the derivative of the loss along scaling row i); pruned ReLU rows get exactly zero
  * gradient while the output layer's pruned rows do not; Eq. 7 averaging; and, over a run's
- * events, per-job compute time that falls with density and 8 + 4·n_τ bytes per message. */
+ * events, per-job compute time that falls with density and messages of 4·n_τ bytes plus framing
+ * up, twice that down (τ and Δτ). */
 #include "algos/algo.h"
 #include "algos/spafl.h"
 #include "nn/pack.h"
@@ -411,8 +412,10 @@ static void test_run_events(void)
         if (sscanf(p, "[%lf] %31s client=%*d round=%*d from=%*d bytes=%ld flops=%lf", &t, kind,
                    &bytes, &fl) == 4) {
             if (!strcmp(kind, "download_done")) t0 = t;
-            if ((!strcmp(kind, "dispatch") || !strcmp(kind, "upload_done")) && bytes != 1048)
-                bad_bytes++; /* fedpews-mlp: 32+64+128+32+4 = 260 thresholds */
+            /* fedpews-mlp: 32+64+128+32+4 = 260 thresholds; up {"tau"}, down {"tau", "delta"} */
+            if ((!strcmp(kind, "upload_done") && bytes != 1048) ||
+                (!strcmp(kind, "dispatch") && bytes != 1048 + 6 + 3 + 1040))
+                bad_bytes++;
             if (!strcmp(kind, "train_done") && jobs < 8) {
                 flops[jobs] = fl;
                 secs[jobs++] = t - t0;
@@ -513,7 +516,7 @@ static void test_scenario_keys(void)
     snprintf(path, sizeof path, "%s/s.yaml", dir);
     const char *base = "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n"
                        "partition: {scheme: iid, clients: 4}\n";
-    const char *alg[] = {"algorithm: {name: spafl, spafl: {alpha: 0.1, delta: latest}}\n",
+    const char *alg[] = {"algorithm: {name: spafl, spafl: {alpha: 0.1, delta: accumulated}}\n",
                          "algorithm: {name: fedavg, spafl: {alpha: 0.1}}\n",
                          "algorithm: {name: spafl,\n  spafl: {alfa: 0.1}}\n",
                          "algorithm: {name: spafl, spafl: {delta: newest}}\n"};
@@ -529,7 +532,7 @@ static void test_scenario_keys(void)
         if (k < 2) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
-                CHECK(sc.cfg.spafl.alpha == 0.1 && sc.cfg.spafl.delta_latest == (k == 0));
+                CHECK(sc.cfg.spafl.alpha == 0.1 && sc.cfg.spafl.delta_latest == (k == 1));
                 CHECK(k == 1 || (sc.cfg.spafl.eq13 && sc.cfg.spafl.warmup && !sc.cfg.spafl.clamp));
                 sim_scenario_destroy(&sc);
             }
