@@ -387,10 +387,12 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
         dmax = max_sz(dmax, max_sz(in, out));
         if (l->oc > widest) widest = l->oc;
         if (l->c > widest) widest = l->c;
-        if (l->op == NN_CONV)
-            colmax = max_sz(colmax,
-                            (size_t)l->c * l->k * l->k * l->oh * l->ow *
-                                    (size_t)nn_conv_chunk(max_batch, l->c, l->k, l->oh, l->ow));
+        /* the unfolding chunk depends on the channels a narrowed model feeds the layer, and a
+         * narrower input can take a larger chunk: size for every count up to the full one */
+        for (int c = 1; l->op == NN_CONV && c <= l->c; c++)
+            colmax =
+                    max_sz(colmax, (size_t)c * l->k * l->k * l->oh * l->ow *
+                                           (size_t)nn_conv_chunk(max_batch, c, l->k, l->oh, l->ow));
         if (l->op == NN_BATCHNORM) {
             xh[i] = total;
             total += in;
