@@ -82,12 +82,6 @@ static void get_units(const nn_model *m, uint8_t *keep)
     }
 }
 
-static void pack_key(msgpack_packer *pk, const char *k)
-{
-    msgpack_pack_str(pk, strlen(k));
-    msgpack_pack_str_body(pk, k, strlen(k));
-}
-
 /* A message: the sub-model of m as narrowed, values from v, and θ when theta is non-NULL. */
 static void pack_msg(msgpack_sbuffer *sb, const nn_model *m, const float *v, const float *theta,
                      int h)
@@ -97,7 +91,7 @@ static void pack_msg(msgpack_sbuffer *sb, const nn_model *m, const float *v, con
     msgpack_pack_map(&pk, theta ? 3 : 2);
     fl_sub_pack(&pk, m, v);
     if (theta) {
-        pack_key(&pk, "theta");
+        nn_pack_str(&pk, "theta");
         nn_pack_f32(&pk, theta, (size_t)h);
     }
 }
@@ -121,13 +115,10 @@ static int unpack_msg(nn_model *m, float *v, float *theta, int *has_theta, const
     if (!buf || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
     } else if (!(rc = fl_sub_unpack(m, v, &u.data, what, err))) {
-        for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-            const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-            if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 5 &&
-                !memcmp(kv->key.via.str.ptr, "theta", 5)) {
-                rc = nn_unpack_f32(theta, (size_t)fl_sub_units(&m->arch), &kv->val, what, err);
-                *has_theta = !rc;
-            }
+        const msgpack_object *t = nn_map_get(&u.data, "theta");
+        if (t) {
+            rc = nn_unpack_f32(theta, (size_t)fl_sub_units(&m->arch), t, what, err);
+            *has_theta = !rc;
         }
     }
     msgpack_unpacked_destroy(&u);

@@ -76,31 +76,13 @@ typedef struct client_state {
     int64_t resets;             /* layer-collapse resets so far */
 } client_state;
 
-static const msgpack_object *map_get(const msgpack_object *o, const char *key)
-{
-    if (o->type != MSGPACK_OBJECT_MAP) return NULL;
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object *k = &o->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
-            !memcmp(k->via.str.ptr, key, k->via.str.size))
-            return &o->via.map.ptr[i].val;
-    }
-    return NULL;
-}
-
 /* Read the float vector at key of map o into v (n floats). */
 static int get_vec(const msgpack_object *o, const char *key, float *v, size_t n, const char *what,
                    sim_err *err)
 {
-    const msgpack_object *x = map_get(o, key);
+    const msgpack_object *x = nn_map_get(o, key);
     if (!x) return sim_fail(err, SIM_EFORMAT, what, 0, 0, "missing \"%s\"", key);
     return nn_unpack_f32(v, n, x, what, err);
-}
-
-static void pack_key(msgpack_packer *pk, const char *k)
-{
-    msgpack_pack_str(pk, strlen(k));
-    msgpack_pack_str_body(pk, k, strlen(k));
 }
 
 static void state_pack(msgpack_sbuffer *sb, const shape *sh, size_t nf, const client_state *c)
@@ -109,19 +91,19 @@ static void state_pack(msgpack_sbuffer *sb, const shape *sh, size_t nf, const cl
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     size_t nt = (size_t)n_tau(sh);
     msgpack_pack_map(&pk, 7);
-    pack_key(&pk, "w");
+    nn_pack_str(&pk, "w");
     nn_pack_f32(&pk, c->w, nf);
-    pack_key(&pk, "mw");
+    nn_pack_str(&pk, "mw");
     nn_pack_f32(&pk, c->mw, nf);
-    pack_key(&pk, "tau");
+    nn_pack_str(&pk, "tau");
     nn_pack_f32(&pk, c->tau, nt);
-    pack_key(&pk, "mtau");
+    nn_pack_str(&pk, "mtau");
     nn_pack_f32(&pk, c->mtau, nt);
-    pack_key(&pk, "last");
+    nn_pack_str(&pk, "last");
     nn_pack_f32(&pk, c->last, nt);
-    pack_key(&pk, "ratio");
+    nn_pack_str(&pk, "ratio");
     nn_pack_f32(&pk, c->ratio, (size_t)sh->nl);
-    pack_key(&pk, "resets");
+    nn_pack_str(&pk, "resets");
     msgpack_pack_int64(&pk, c->resets);
 }
 
@@ -139,7 +121,7 @@ static int state_unpack(client_state *c, const shape *sh, size_t nf, const void 
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map (truncated or corrupt)");
         goto done;
     }
-    const msgpack_object *o = &u.data, *r = map_get(o, "resets");
+    const msgpack_object *o = &u.data, *r = nn_map_get(o, "resets");
     if ((c->w && (rc = get_vec(o, "w", c->w, nf, what, err))) ||
         (c->mw && (rc = get_vec(o, "mw", c->mw, nf, what, err))) ||
         (rc = get_vec(o, "tau", c->tau, nt, what, err)) ||
@@ -163,10 +145,10 @@ static void pack_tau(msgpack_sbuffer *sb, const float *tau, const float *delta, 
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, delta ? 2 : 1);
-    pack_key(&pk, "tau");
+    nn_pack_str(&pk, "tau");
     nn_pack_f32(&pk, tau, nt);
     if (delta) {
-        pack_key(&pk, "delta");
+        nn_pack_str(&pk, "delta");
         nn_pack_f32(&pk, delta, nt);
     }
 }
@@ -187,16 +169,11 @@ static int unpack_tau(float *tau, float *delta, size_t nt, const void *buf, size
     return rc;
 }
 
+/* pack_tau's length, from msgpack's encoding: a fixmap, fixstr keys, bin8/16/32 headers. */
 static size_t tau_msg_bytes(size_t nt, int with_delta)
 {
-    float *z = sim_xcalloc(nt ? nt : 1, sizeof(float));
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pack_tau(&sb, z, with_delta ? z : NULL, nt);
-    size_t n = sb.size;
-    msgpack_sbuffer_destroy(&sb);
-    free(z);
-    return n;
+    size_t b = 4 * nt, bin = (b < 256 ? 2 : b < 65536 ? 3 : 5) + b;
+    return 1 + 4 + bin + (with_delta ? 6 + bin : 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -25,12 +25,6 @@ size_t fl_sub_bytes(const nn_arch *a, size_t n_live)
     return 6 + bin_header(ub) + ub + 5 + bin_header(db) + db; /* "units", "data" and the bins */
 }
 
-static void pack_key(msgpack_packer *pk, const char *k)
-{
-    msgpack_pack_str(pk, strlen(k));
-    msgpack_pack_str_body(pk, k, strlen(k));
-}
-
 void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
 {
     const nn_arch *a = &m->arch;
@@ -45,27 +39,16 @@ void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
         }
         u += a->l[i].oc;
     }
-    pack_key(pk, "units");
+    nn_pack_str(pk, "units");
     msgpack_pack_bin(pk, ub);
     msgpack_pack_bin_body(pk, bits, ub);
     free(bits);
     float *buf = sim_xmalloc(sizeof(float) * (nf + 1));
     for (size_t j = 0; j < nf; j++)
         if (m->live[j]) buf[n++] = v[j];
-    pack_key(pk, "data");
+    nn_pack_str(pk, "data");
     nn_pack_f32(pk, buf, n);
     free(buf);
-}
-
-static const msgpack_object *field(const msgpack_object *o, const char *k)
-{
-    for (uint32_t i = 0; o->type == MSGPACK_OBJECT_MAP && i < o->via.map.size; i++) {
-        const msgpack_object *key = &o->via.map.ptr[i].key;
-        if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == strlen(k) &&
-            !memcmp(key->via.str.ptr, k, key->via.str.size))
-            return &o->via.map.ptr[i].val;
-    }
-    return NULL;
 }
 
 int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *what, sim_err *err)
@@ -73,7 +56,7 @@ int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *wh
     const nn_arch *a = &m->arch;
     int h = fl_sub_units(a);
     size_t ub = ((size_t)h + 7) / 8, nf = a->layout.n_floats;
-    const msgpack_object *units = field(o, "units"), *data = field(o, "data");
+    const msgpack_object *units = nn_map_get(o, "units"), *data = nn_map_get(o, "data");
     if (!units || units->type != MSGPACK_OBJECT_BIN || units->via.bin.size != ub || !data)
         return sim_fail(err, SIM_EFORMAT, what, 0, 0,
                         "not a sub-model message (\"units\": %zu bytes, \"data\")", ub);

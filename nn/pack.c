@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void pack_cstr(msgpack_packer *pk, const char *s)
+void nn_pack_str(msgpack_packer *pk, const char *s)
 {
     size_t n = strlen(s);
     msgpack_pack_str(pk, n);
@@ -37,17 +37,17 @@ void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params)
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     const nn_layout *L = &a->layout;
     msgpack_pack_map(&pk, 3);
-    pack_cstr(&pk, "model");
-    pack_cstr(&pk, a->name);
-    pack_cstr(&pk, "tensors");
+    nn_pack_str(&pk, "model");
+    nn_pack_str(&pk, a->name);
+    nn_pack_str(&pk, "tensors");
     msgpack_pack_array(&pk, (size_t)L->n);
     for (int t = 0; t < L->n; t++) {
         msgpack_pack_array(&pk, 3);
-        pack_cstr(&pk, L->t[t].name);
+        nn_pack_str(&pk, L->t[t].name);
         msgpack_pack_int(&pk, L->t[t].rows);
         msgpack_pack_int(&pk, L->t[t].cols);
     }
-    pack_cstr(&pk, "data");
+    nn_pack_str(&pk, "data");
     size_t bytes = L->n_params * 4;
     unsigned char *buf = sim_xmalloc(bytes), *p = buf;
     for (int t = 0; t < L->n; t++)
@@ -62,6 +62,13 @@ static int key_is(const msgpack_object *k, const char *s)
 {
     return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
            !memcmp(k->via.str.ptr, s, k->via.str.size);
+}
+
+const msgpack_object *nn_map_get(const msgpack_object *o, const char *k)
+{
+    for (uint32_t i = 0; o->type == MSGPACK_OBJECT_MAP && i < o->via.map.size; i++)
+        if (key_is(&o->via.map.ptr[i].key, k)) return &o->via.map.ptr[i].val;
+    return NULL;
 }
 
 static int check_tensors(const msgpack_object *o, const nn_layout *L, const char *what,
@@ -99,12 +106,8 @@ int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t le
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map (truncated or corrupt)");
         goto done;
     }
-    const msgpack_object *tensors = NULL, *data = NULL;
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-        if (key_is(&kv->key, "tensors")) tensors = &kv->val;
-        if (key_is(&kv->key, "data")) data = &kv->val;
-    }
+    const msgpack_object *tensors = nn_map_get(&u.data, "tensors"),
+                         *data = nn_map_get(&u.data, "data");
     if (!tensors || !data) {
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "missing \"%s\"", tensors ? "data" : "tensors");
         goto done;

@@ -21,6 +21,11 @@ void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params);
 int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len, const char *what,
                      sim_err *err);
 
+/* A string (a map key) as messages write one. */
+void nn_pack_str(msgpack_packer *pk, const char *s);
+/* The value at string key k of map o; NULL when o is not a map or has no such key. */
+const msgpack_object *nn_map_get(const msgpack_object *o, const char *k);
+
 /* A float vector as one msgpack bin of little-endian float32: the form algorithms use for the
  * small vectors they send or keep (thresholds, scores, masks' values). */
 void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n);

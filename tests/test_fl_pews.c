@@ -45,11 +45,7 @@ static void units_of(const void *buf, size_t len, uint8_t *keep, int h)
     msgpack_unpacked_init(&u);
     size_t off = 0;
     CHECK(msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS);
-    const msgpack_object *bits = NULL;
-    for (uint32_t i = 0; i < u.data.via.map.size; i++)
-        if (u.data.via.map.ptr[i].key.via.str.size == 5 &&
-            !memcmp(u.data.via.map.ptr[i].key.via.str.ptr, "units", 5))
-            bits = &u.data.via.map.ptr[i].val;
+    const msgpack_object *bits = nn_map_get(&u.data, "units");
     CHECK(bits && bits->via.bin.size == (uint32_t)(h + 7) / 8);
     for (int j = 0; j < h && bits; j++)
         keep[j] = ((const unsigned char *)bits->via.bin.ptr)[j / 8] >> (j % 8) & 1;

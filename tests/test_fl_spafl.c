@@ -116,15 +116,6 @@ static void tau_msg(msgpack_sbuffer *sb, const float *v, size_t n)
 /* ---------------------------------------------------------------------------------------- */
 /* one step against an independent computation */
 
-static const msgpack_object *find(const msgpack_object *o, const char *k)
-{
-    for (uint32_t i = 0; o->type == MSGPACK_OBJECT_MAP && i < o->via.map.size; i++)
-        if (o->via.map.ptr[i].key.via.str.size == strlen(k) &&
-            !memcmp(o->via.map.ptr[i].key.via.str.ptr, k, strlen(k)))
-            return &o->via.map.ptr[i].val;
-    return NULL;
-}
-
 /* Read the float vector `key` of the msgpack map in buf. */
 static int read_vec(const void *buf, size_t len, const char *key, float *v, size_t n)
 {
@@ -132,7 +123,7 @@ static int read_vec(const void *buf, size_t len, const char *key, float *v, size
     msgpack_unpacked_init(&u);
     size_t off = 0;
     int ok = msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS;
-    const msgpack_object *o = ok ? find(&u.data, key) : NULL;
+    const msgpack_object *o = ok ? nn_map_get(&u.data, key) : NULL;
     ok = o && nn_unpack_f32(v, n, o, key, NULL) == SIM_OK;
     msgpack_unpacked_destroy(&u);
     return ok;
