@@ -20,8 +20,9 @@
 typedef struct nn_work {
     float *block;                 /* owns out, d0, d1, col, x0, xhat, invstd */
     float *out[NN_MAX_LAYERS];    /* output activations, compact */
-    float *kept[NN_MAX_LAYERS];   /* conv: whole-batch unfolded input kept for backward, owned
-                                     separately; NULL when too large (then unfolded again) */
+    float *kept[NN_MAX_LAYERS];   /* conv: what forward keeps for backward (unfolded or
+                                     transformed input), owned separately; NULL when too large
+                                     (then recomputed) */
     float *xhat[NN_MAX_LAYERS];   /* batch-norm normalized input */
     float *invstd[NN_MAX_LAYERS]; /* batch-norm 1/σ per active channel */
     float *d0, *d1;               /* activation-gradient ping-pong */
@@ -346,14 +347,25 @@ static int contiguous(const int *list, int n)
     return 1;
 }
 
-/* A conv layer keeps its unfolded input from forward to backward (saving a second unfolding)
- * when the whole batch's unfolding is at most this many floats; cnn2's second layer at batch 64
- * (10 M floats) is unfolded again, in cache-sized chunks, instead. */
+/* A conv layer keeps its unfolded (im2col) or transformed (Winograd) input from forward to
+ * backward, saving the work of a second pass, when that is at most this many floats for the
+ * whole batch; else backward recomputes it in cache-sized chunks. */
 #define NN_KEEP_FLOATS (4L << 20)
 
-static int keep_conv(const nn_layer *l, size_t B)
+/* Floats a conv layer keeps at batch B, for whichever input channel count a narrowing feeds it */
+static size_t kept_floats(const nn_layer *l, int B)
 {
-    return (long)((size_t)l->c * l->k * l->k * l->oh * l->ow * B) <= NN_KEEP_FLOATS;
+    size_t n = 0;
+    for (int c = 1; c <= l->c; c++) {
+        size_t k = nn_conv_kept(B, c, l->h, l->w, l->k, l->s, l->p);
+        if (k > n) n = k;
+    }
+    return n;
+}
+
+static int keep_conv(const nn_layer *l, int B)
+{
+    return kept_floats(l, B) <= (size_t)NN_KEEP_FLOATS;
 }
 
 static size_t max_sz(size_t a, size_t b)
@@ -390,18 +402,16 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
         /* the unfolding chunk depends on the channels a narrowed model feeds the layer, and a
          * narrower input can take a larger chunk: size for every count up to the full one */
         for (int c = 1; l->op == NN_CONV && c <= l->c; c++)
-            colmax =
-                    max_sz(colmax, (size_t)c * l->k * l->k * l->oh * l->ow *
-                                           (size_t)nn_conv_chunk(max_batch, c, l->k, l->oh, l->ow));
+            colmax = max_sz(colmax,
+                            nn_conv_scratch(max_batch, c, l->h, l->w, l->oc, l->k, l->s, l->p));
         if (l->op == NN_BATCHNORM) {
             xh[i] = total;
             total += in;
             is[i] = total;
             total += (size_t)l->c;
         }
-        if (l->op == NN_CONV && keep_conv(l, B))
-            w->kept[i] =
-                    sim_xmalloc(sizeof(float) * (size_t)l->c * l->k * l->k * l->oh * l->ow * B);
+        if (l->op == NN_CONV && keep_conv(l, max_batch))
+            w->kept[i] = sim_xmalloc(sizeof(float) * kept_floats(l, max_batch));
     }
     if (a->l[0].op == NN_CONV && a->in_c > 1) {
         xo = total;
@@ -784,9 +794,8 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
             const float *bp = NULL;
             if (l->bt >= 0) bp = vec_for(m, l->bt, ol, no, vec_scratch(m, i, l->oc));
             if (l->op == NN_CONV) {
-                float *col = w->kept[i] ? w->kept[i] : w->col;
-                nn_conv_forward(out, col, w->kept[i] != NULL, in, wp, ldw, bp, B, ni, l->h, l->w,
-                                no, l->k, l->s, l->p);
+                nn_conv_forward(out, w->kept[i], w->col, in, wp, ldw, bp, B, ni, l->h, l->w, no,
+                                l->k, l->s, l->p);
             } else {
                 nn_linear_forward(out, in, wp, ldw, bp, B, ni * l->blk, no);
             }
@@ -1009,9 +1018,8 @@ size_t nn_model_memory_bytes(const nn_model *m, int B)
         floats += out;
         dmax = max_sz(dmax, max_sz(in, out));
         if (l->op == NN_CONV) {
-            size_t unfold = (size_t)ni * l->k * l->k * l->oh * l->ow;
-            colmax = max_sz(colmax, unfold * (size_t)nn_conv_chunk(B, ni, l->k, l->oh, l->ow));
-            if (keep_conv(l, (size_t)B)) floats += unfold * B;
+            colmax = max_sz(colmax, nn_conv_scratch(B, ni, l->h, l->w, no, l->k, l->s, l->p));
+            if (keep_conv(l, B)) floats += nn_conv_kept(B, ni, l->h, l->w, l->k, l->s, l->p);
         }
         if (l->op == NN_BATCHNORM) floats += in + (size_t)ni;
     }

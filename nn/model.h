@@ -158,7 +158,7 @@ uint64_t nn_model_pattern(const nn_model *m);
 
 /* Peak training memory in bytes at batch B for the current narrowing: live parameters with
  * their gradients and momentum, running statistics, activations kept for backward, the input
- * gradient buffers, and im2col scratch. */
+ * gradient buffers, and the convolutions' scratch. */
 size_t nn_model_memory_bytes(const nn_model *m, int B);
 /* Number of live parameters (what a narrowed client trains and sends). */
 size_t nn_model_live_count(const nn_model *m);

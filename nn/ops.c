@@ -182,11 +182,510 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
     return nb < 1 ? 1 : nb > B ? B : (int)nb;
 }
 
-void nn_conv_forward(float *y, float *col, int keep, const float *x, const float *w, int ldw,
+/* ---------------------------------------------------------------------------------------- */
+/* convolution: Winograd F(m×m, k×k) for stride 1, k = 5 (m = 2) and k = 3 (m = 4)
+ *
+ * Both use 6×6 tiles and the points 0, ±1, ±2, ∞, so they share Bᵀ (Lavin & Gray 2016). Per tile
+ * and channel pair the 25 (or 9) multiplies per output become 36/m² in the transformed domain,
+ * where the channel sums are 36 GEMMs (O × C)·(C × tiles): cnn2's second layer does 2.8× fewer
+ * multiplies than im2col. Backward is exact under the same algebra: the weight gradient is
+ * Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the forward conv of dy with the
+ * rotated filter, padded by k−1−p. Transforms run over all tiles of a chunk at once (rows of
+ * tiles), so they vectorize. Counted FLOPs stay those of the direct convolution: that is what the
+ * layer costs a device; the transform is how this host pays less for it. */
+
+#define WT  6  /* tile side */
+#define WT2 36 /* positions per tile */
+/* Tiles per chunk: the chunk's transformed input and output stay in cache between the transform
+ * and the GEMMs, and the GEMMs stay wide enough to run near peak. */
+#define WINO_TILES 512
+/* Input channels below which im2col wins: the transforms cost per (tile, channel) what the GEMMs
+ * save per input channel, and a first layer (C = 1) has nothing to save. */
+#define WINO_MIN_C 8
+
+/* The matrices (points 0, 1, −1, 2, −2, ∞), applied by the x_* kernels below:
+ *   Bᵀ (6×6): rows (4 0 −5 0 1 0) (0 −4 −4 1 1 0) (0 4 −4 −1 1 0) (0 −2 −1 2 1 0) (0 2 −1 −2 1 0)
+ *             (0 4 0 −5 0 1);
+ *   Aᵀ (m×6): row i is point^i, and 1 at ∞ in the last row;
+ *   G (6×k):  row j is c_j·point_j^q with c = 1/4, −1/6, −1/6, 1/24, 1/24, and (0 … 0 1) at ∞. */
+
+typedef struct wino {
+    int k, m; /* kernel side, output tile side */
+} wino;
+
+/* Tile grid of a stride-1 conv writing OH×OW from H×W padded by p: tile (b, ty, tx) reads the
+ * 6×6 input patch at (ty·m − p, tx·m − p) and writes the m×m outputs at (ty·m, tx·m). RY: rows
+ * of the split planes wino_in builds. */
+typedef struct grid {
+    int H, W, OH, OW, p, TH, TW, P, RY;
+} grid;
+
+int nn_conv_winograd(int C, int k, int s, int p)
+{
+    return C >= WINO_MIN_C && s == 1 && (k == 3 || k == 5) && p >= 0 && p <= k - 1;
+}
+
+static int cdiv(int a, int b)
+{
+    return (a + b - 1) / b;
+}
+
+static size_t max_sz(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+static wino wino_of(int k)
+{
+    wino t = {k, WT - k + 1};
+    return t;
+}
+
+static grid grid_of(const wino *t, int H, int W, int p)
+{
+    grid g = {H, W, H + 2 * p - t->k + 1, W + 2 * p - t->k + 1, p, 0, 0, 0, 0};
+    g.TH = cdiv(g.OH, t->m);
+    g.TW = cdiv(g.OW, t->m);
+    g.P = g.TH * g.TW;
+    g.RY = g.TH + (WT - 1) / t->m;
+    return g;
+}
+
+/* Samples per chunk for a batch of B, balanced over the chunks. */
+static int wino_chunk(int B, int P)
+{
+    int per = WINO_TILES / P < 1 ? 1 : WINO_TILES / P;
+    int chunks = cdiv(B, per);
+    return cdiv(B, chunks);
+}
+
+/* Floats of a chunk's buffers for Ci → Co channels: transformed input and output, two 36-row
+ * work areas and one sample's split planes. Only grows with B (a chunk never exceeds
+ * min(B, per)). */
+static size_t wino_chunk_floats(const wino *t, const grid *g, int B, int Ci, int Co)
+{
+    int per = WINO_TILES / g->P < 1 ? 1 : WINO_TILES / g->P;
+    size_t nt = (size_t)(B < per ? B : per) * g->P;
+    return WT2 * nt * ((size_t)Ci + Co + 2) + (size_t)WT * t->m * g->RY * g->TW;
+}
+
+size_t nn_conv_scratch(int B, int C, int H, int W, int O, int k, int s, int p)
+{
+    int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p);
+    if (!nn_conv_winograd(C, k, s, p))
+        return (size_t)C * k * k * OH * OW * (size_t)nn_conv_chunk(B, C, k, OH, OW);
+    wino t = wino_of(k);
+    grid gf = grid_of(&t, H, W, p), gd = grid_of(&t, OH, OW, k - 1 - p);
+    size_t pairs = (size_t)O * C, work = (size_t)(k * k + WT2) * pairs;
+    work = max_sz(work, wino_chunk_floats(&t, &gf, B, C, O));
+    work = max_sz(work, wino_chunk_floats(&t, &gd, B, O, C));
+    return 2 * WT2 * pairs + work;
+}
+
+/* 1-D transforms of rows of n values, o[a][j] = Σ_q T[a][q]·d[q][j] for the matrices above,
+ * written out so the j loops vectorize: the rows are restrict parameters (GCC honours restrict
+ * on parameters), and a wrapper of one signature unpacks them for tile_transform. */
+typedef void xform1(float *const *o, const float *const *d, long n);
+
+#define FO float *restrict
+#define FI const float *restrict
+
+/* Bᵀ: 6 → 6 */
+static void k_bt(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5,
+                 long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j], a4 = d4[j], a5 = d5[j];
+        o0[j] = 4 * a0 - 5 * a2 + a4;
+        o1[j] = a3 + a4 - 4 * (a1 + a2);
+        o2[j] = 4 * (a1 - a2) + a4 - a3;
+        o3[j] = 2 * (a3 - a1) + a4 - a2;
+        o4[j] = 2 * (a1 - a3) + a4 - a2;
+        o5[j] = 4 * a1 - 5 * a3 + a5;
+    }
+}
+
+static void x_bt(float *const *o, const float *const *d, long n)
+{
+    k_bt(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+/* Aᵀ, m = 2: 6 → 2 */
+static void k_at2(FO o0, FO o1, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a1 = d1[j], a2 = d2[j], a3 = d3[j], a4 = d4[j];
+        o0[j] = d0[j] + (a1 + a2) + (a3 + a4);
+        o1[j] = (a1 - a2) + 2 * (a3 - a4) + d5[j];
+    }
+}
+
+static void x_at2(float *const *o, const float *const *d, long n)
+{
+    k_at2(o[0], o[1], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+/* Aᵀ, m = 4: 6 → 4 */
+static void k_at4(FO o0, FO o1, FO o2, FO o3, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float p = d1[j] + d2[j], q = d1[j] - d2[j], r = d3[j] + d4[j], s = d3[j] - d4[j];
+        o0[j] = d0[j] + p + r;
+        o1[j] = q + 2 * s;
+        o2[j] = p + 4 * r;
+        o3[j] = q + 8 * s + d5[j];
+    }
+}
+
+static void x_at4(float *const *o, const float *const *d, long n)
+{
+    k_at4(o[0], o[1], o[2], o[3], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+/* A = (Aᵀ)ᵀ, m = 2: 2 → 6 */
+static void k_a2(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a1 = d1[j];
+        o0[j] = a0;
+        o1[j] = a0 + a1;
+        o2[j] = a0 - a1;
+        o3[j] = a0 + 2 * a1;
+        o4[j] = a0 - 2 * a1;
+        o5[j] = a1;
+    }
+}
+
+static void x_a2(float *const *o, const float *const *d, long n)
+{
+    k_a2(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], n);
+}
+
+/* A, m = 4: 4 → 6 */
+static void k_a4(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, FI d3, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j];
+        o0[j] = a0;
+        o1[j] = (a0 + a2) + (a1 + a3);
+        o2[j] = (a0 + a2) - (a1 + a3);
+        o3[j] = (a0 + 4 * a2) + (2 * a1 + 8 * a3);
+        o4[j] = (a0 + 4 * a2) - (2 * a1 + 8 * a3);
+        o5[j] = a3;
+    }
+}
+
+static void x_a4(float *const *o, const float *const *d, long n)
+{
+    k_a4(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], n);
+}
+
+/* G, k = 5: 5 → 6 */
+static void k_g5(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, FI d3, FI d4,
+                 long n)
+{
+    for (long j = 0; j < n; j++) {
+        float g0 = d0[j], g1 = d1[j], g2 = d2[j], g3 = d3[j], g4 = d4[j];
+        float e = g0 + g2 + g4, f = g1 + g3, e2 = g0 + 4 * g2 + 16 * g4, f2 = 2 * g1 + 8 * g3;
+        o0[j] = g0 * (1.f / 4);
+        o1[j] = -(e + f) * (1.f / 6);
+        o2[j] = -(e - f) * (1.f / 6);
+        o3[j] = (e2 + f2) * (1.f / 24);
+        o4[j] = (e2 - f2) * (1.f / 24);
+        o5[j] = g4;
+    }
+}
+
+static void x_g5(float *const *o, const float *const *d, long n)
+{
+    k_g5(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], n);
+}
+
+/* G, k = 3: 3 → 6 */
+static void k_g3(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float g0 = d0[j], g1 = d1[j], g2 = d2[j], e = g0 + g2, e2 = g0 + 4 * g2;
+        o0[j] = g0 * (1.f / 4);
+        o1[j] = -(e + g1) * (1.f / 6);
+        o2[j] = -(e - g1) * (1.f / 6);
+        o3[j] = (e2 + 2 * g1) * (1.f / 24);
+        o4[j] = (e2 - 2 * g1) * (1.f / 24);
+        o5[j] = g2;
+    }
+}
+
+static void x_g3(float *const *o, const float *const *d, long n)
+{
+    k_g3(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], n);
+}
+
+/* Gᵀ, k = 5: 6 → 5 */
+static void k_g5t(FO o0, FO o1, FO o2, FO o3, FO o4, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5,
+                  long n)
+{
+    for (long j = 0; j < n; j++) {
+        float p = -(d1[j] + d2[j]) * (1.f / 6), q = -(d1[j] - d2[j]) * (1.f / 6);
+        float r = (d3[j] + d4[j]) * (1.f / 24), s = (d3[j] - d4[j]) * (1.f / 24);
+        o0[j] = d0[j] * (1.f / 4) + p + r;
+        o1[j] = q + 2 * s;
+        o2[j] = p + 4 * r;
+        o3[j] = q + 8 * s;
+        o4[j] = p + 16 * r + d5[j];
+    }
+}
+
+static void x_g5t(float *const *o, const float *const *d, long n)
+{
+    k_g5t(o[0], o[1], o[2], o[3], o[4], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+/* Gᵀ, k = 3: 6 → 3 */
+static void k_g3t(FO o0, FO o1, FO o2, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float p = -(d1[j] + d2[j]) * (1.f / 6), q = -(d1[j] - d2[j]) * (1.f / 6);
+        float r = (d3[j] + d4[j]) * (1.f / 24), s = (d3[j] - d4[j]) * (1.f / 24);
+        o0[j] = d0[j] * (1.f / 4) + p + r;
+        o1[j] = q + 2 * s;
+        o2[j] = p + 4 * r + d5[j];
+    }
+}
+
+static void x_g3t(float *const *o, const float *const *d, long n)
+{
+    k_g3t(o[0], o[1], o[2], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+#undef FO
+#undef FI
+
+/* The 2-D transform T·X·Tᵀ of every tile at once with T (no × ni) applied by f: X is ni×ni rows
+ * of n (row r·ni + s at in + (r·ni + s)·istride), the result no×no rows (row a·no + b at
+ * out + (a·no + b)·ostride); tmp holds no·ni rows of n. */
+static void tile_transform(xform1 *f, int no, int ni, float *out, long ostride, const float *in,
+                           long istride, long n, float *tmp)
+{
+    const float *src[WT];
+    float *dst[WT];
+    for (int s = 0; s < ni; s++) { /* down the columns: tmp[a][s] = Σ_r T[a][r]·X[r][s] */
+        for (int r = 0; r < ni; r++)
+            src[r] = in + (r * ni + s) * istride;
+        for (int a = 0; a < no; a++)
+            dst[a] = tmp + (a * ni + s) * n;
+        f(dst, src, n);
+    }
+    for (int a = 0; a < no; a++) { /* along the rows: out[a][b] = Σ_s T[b][s]·tmp[a][s] */
+        for (int s = 0; s < ni; s++)
+            src[s] = tmp + (a * ni + s) * n;
+        for (int b = 0; b < no; b++)
+            dst[b] = out + (a * no + b) * ostride;
+        f(dst, src, n);
+    }
+}
+
+/* Bᵀ·d·B of the chunk's tiles (samples [b0, b0+nb)) of one input channel, xc its B planes of
+ * H×W: row ξ of the result at out + ξ·ostride. Each sample's padded input is first split into
+ * 6·m planes of RY × TW, Q[s][f][ry][tx] = x(ry·m + f − p, tx·m + s − p): row r of the patches of
+ * all tiles is then the contiguous block of Q[s][r mod m] from row r / m, so the first pass runs
+ * over a whole sample and the second over the chunk. work: 36 rows of nt and the planes. */
+static void wino_in(float *out, long ostride, const float *xc, const grid *g, int m, int b0, int nb,
+                    float *work)
+{
+    long nt = (long)nb * g->P, qs = (long)g->RY * g->TW;
+    float *t1 = work, *q = work + WT2 * nt;
+    const float *src[WT];
+    float *dst[WT];
+    for (int bb = 0; bb < nb; bb++) {
+        const float *plane = xc + (long)(b0 + bb) * g->H * g->W;
+        for (int s = 0; s < WT; s++)
+            for (int f = 0; f < m; f++)
+                for (int ry = 0; ry < g->RY; ry++) {
+                    float *restrict d = q + (s * m + f) * qs + (long)ry * g->TW;
+                    int iy = ry * m + f - g->p;
+                    int lo = 0, hi = 0; /* tx with 0 <= tx·m + s − p < W */
+                    if (iy >= 0 && iy < g->H) {
+                        lo = g->p - s <= 0 ? 0 : cdiv(g->p - s, m);
+                        hi = g->W - 1 + g->p - s < 0 ? 0 : (g->W - 1 + g->p - s) / m + 1;
+                        if (hi > g->TW) hi = g->TW;
+                        if (lo > hi) lo = hi;
+                    }
+                    for (int tx = 0; tx < lo; tx++)
+                        d[tx] = 0;
+                    if (lo < hi) {
+                        const float *restrict row = plane + (long)iy * g->W;
+                        for (int tx = lo; tx < hi; tx++)
+                            d[tx] = row[tx * m + s - g->p];
+                    }
+                    for (int tx = hi; tx < g->TW; tx++)
+                        d[tx] = 0;
+                }
+        for (int s = 0; s < WT; s++) { /* down the columns: t1[ξr][s] = Σ_r Bᵀ[ξr][r]·d[r][s] */
+            for (int r = 0; r < WT; r++)
+                src[r] = q + (s * m + r % m) * qs + (long)(r / m) * g->TW;
+            for (int a = 0; a < WT; a++)
+                dst[a] = t1 + (a * WT + s) * nt + (long)bb * g->P;
+            x_bt(dst, src, g->P);
+        }
+    }
+    for (int a = 0; a < WT; a++) { /* along the rows: out[ξr][ξs] = Σ_s Bᵀ[ξs][s]·t1[ξr][s] */
+        for (int s = 0; s < WT; s++)
+            src[s] = t1 + (a * WT + s) * nt;
+        for (int b = 0; b < WT; b++)
+            dst[b] = out + (a * WT + b) * ostride;
+        x_bt(dst, src, nt);
+    }
+}
+
+/* U[ξ][pair] = (G·f·Gᵀ)[ξ] for every filter f = w[o][c] (w + o·ldw + c·k²) at pair o·C + c, or
+ * for f rotated by 180° at pair c·O + o when rot is set (the input gradient's filters). work:
+ * (k² + 36) rows of O·C. */
+static void wino_filters(float *U, const wino *t, const float *w, int ldw, int O, int C, int rot,
+                         float *work)
+{
+    int kk = t->k * t->k;
+    long n = (long)O * C;
+    for (int o = 0; o < O; o++)
+        for (int c = 0; c < C; c++) {
+            const float *f = w + (long)o * ldw + (long)c * kk;
+            long pair = rot ? (long)c * O + o : (long)o * C + c;
+            for (int q = 0; q < kk; q++)
+                work[q * n + pair] = f[rot ? kk - 1 - q : q];
+        }
+    if (t->k == 5)
+        tile_transform(x_g5, WT, 5, U, n, work, n, n, work + kk * n);
+    else
+        tile_transform(x_g3, WT, 3, U, n, work, n, n, work + kk * n);
+}
+
+/* y (Co,B,OH,OW) = x (Ci,B,H,W) ⊛ the filters transformed in U (36 × Co × Ci) [+ b]; buf holds
+ * wino_chunk_floats. Every output is written. With kept, each chunk's transformed input stays
+ * there (36·Ci·B·P floats in all), chunk by chunk, for the weight gradient. */
+static void wino_conv(float *y, float *kept, const float *x, const float *U, const float *b,
+                      const wino *t, const grid *g, int B, int Ci, int Co, float *buf)
+{
+    int m = t->m, nbmax = wino_chunk(B, g->P);
+    long ntmax = (long)nbmax * g->P, ny = (long)g->OH * g->OW;
+    float *M = buf + WT2 * (long)Ci * ntmax, *work = M + WT2 * (long)Co * ntmax;
+    for (int b0 = 0; b0 < B; b0 += nbmax) {
+        int nb = B - b0 < nbmax ? B - b0 : nbmax;
+        long nt = (long)nb * g->P;
+        float *V = kept ? kept + WT2 * (long)Ci * b0 * g->P : buf;
+        for (int c = 0; c < Ci; c++)
+            wino_in(V + c * nt, (long)Ci * nt, x + (long)c * B * g->H * g->W, g, m, b0, nb, work);
+        for (int xi = 0; xi < WT2; xi++)
+            gemm(0, 0, Co, (int)nt, Ci, U + (long)xi * Co * Ci, Ci, V + (long)xi * Ci * nt, (int)nt,
+                 0.0f, M + (long)xi * Co * nt, (int)nt);
+        float *yt = work, *tmp = work + WT2 * nt;
+        for (int o = 0; o < Co; o++) {
+            tile_transform(m == 2 ? x_at2 : x_at4, m, WT, yt, nt, M + o * nt, (long)Co * nt, nt,
+                           tmp);
+            float bias = b ? b[o] : 0.0f;
+            for (int bb = 0; bb < nb; bb++) {
+                float *plane = y + ((long)o * B + b0 + bb) * ny;
+                for (int ty = 0; ty < g->TH; ty++)
+                    for (int i = 0; i < m && ty * m + i < g->OH; i++) {
+                        float *restrict row = plane + (long)(ty * m + i) * g->OW;
+                        for (int i2 = 0; i2 < m && i2 < g->OW; i2++) {
+                            const float *restrict src =
+                                    yt + (i * m + i2) * nt + (long)bb * g->P + ty * g->TW;
+                            int n = cdiv(g->OW - i2, m);
+                            for (int tx = 0; tx < n; tx++)
+                                row[tx * m + i2] = src[tx] + bias;
+                        }
+                    }
+            }
+        }
+    }
+}
+
+static void wino_forward(float *y, float *kept, float *buf, const float *x, const float *w, int ldw,
+                         const float *b, int B, int C, int H, int W, int O, int k, int p)
+{
+    wino t = wino_of(k);
+    grid g = grid_of(&t, H, W, p);
+    long pairs = (long)O * C;
+    float *U = buf, *work = buf + 2 * WT2 * pairs;
+    wino_filters(U, &t, w, ldw, O, C, 0, work);
+    wino_conv(y, kept, x, U, b, &t, &g, B, C, O, work);
+}
+
+/* dw += Gᵀ·[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]·G, then dx = dy ⊛ rot180(w) padded by k − 1 − p.
+ * kept: the transformed input the forward left, or NULL to transform x again. */
+static void wino_backward(float *dx, float *dw, int lddw, const float *kept, const float *dy,
+                          const float *x, const float *w, int ldw, int B, int C, int H, int W,
+                          int O, int k, int p, float *buf)
+{
+    wino t = wino_of(k);
+    grid g = grid_of(&t, H, W, p);
+    int m = t.m, kk = k * k, nbmax = wino_chunk(B, g.P);
+    long ntmax = (long)nbmax * g.P, pairs = (long)O * C;
+    float *dU = buf, *Ur = buf + WT2 * pairs, *work = buf + 2 * WT2 * pairs;
+    float *D = work + WT2 * (long)C * ntmax, *cw = D + WT2 * (long)O * ntmax;
+    for (int b0 = 0; b0 < B; b0 += nbmax) {
+        int nb = B - b0 < nbmax ? B - b0 : nbmax;
+        long nt = (long)nb * g.P;
+        const float *V = kept ? kept + WT2 * (long)C * b0 * g.P : work;
+        for (int c = 0; c < C && !kept; c++)
+            wino_in(work + c * nt, (long)C * nt, x + (long)c * B * H * W, &g, m, b0, nb, cw);
+        float *pt = cw, *tmp = cw + WT2 * nt;
+        for (int o = 0; o < O; o++) {
+            for (int bb = 0; bb < nb; bb++) /* pt[i][i2] = dy at tile offset (i, i2), 0 beyond */
+                for (int ty = 0; ty < g.TH; ty++)
+                    for (int i = 0; i < m; i++) {
+                        int oy = ty * m + i;
+                        for (int i2 = 0; i2 < m; i2++) {
+                            float *restrict dst =
+                                    pt + (i * m + i2) * nt + (long)bb * g.P + ty * g.TW;
+                            int n = oy >= g.OH || i2 >= g.OW ? 0 : cdiv(g.OW - i2, m);
+                            if (n) {
+                                const float *restrict row =
+                                        dy + (((long)o * B + b0 + bb) * g.OH + oy) * g.OW + i2;
+                                for (int tx = 0; tx < n; tx++)
+                                    dst[tx] = row[tx * m];
+                            }
+                            for (int tx = n; tx < g.TW; tx++)
+                                dst[tx] = 0;
+                        }
+                    }
+            tile_transform(m == 2 ? x_a2 : x_a4, WT, m, D + o * nt, (long)O * nt, pt, nt, nt, tmp);
+        }
+        for (int xi = 0; xi < WT2; xi++)
+            gemm(0, 1, O, C, (int)nt, D + (long)xi * O * nt, (int)nt, V + (long)xi * C * nt,
+                 (int)nt, b0 ? 1.0f : 0.0f, dU + xi * pairs, C);
+    }
+    tile_transform(k == 5 ? x_g5t : x_g3t, k, WT, work, pairs, dU, pairs, pairs, work + kk * pairs);
+    for (int o = 0; o < O; o++)
+        for (int c = 0; c < C; c++) {
+            float *d = dw + (long)o * lddw + (long)c * kk;
+            for (int q = 0; q < kk; q++)
+                d[q] += work[q * pairs + (long)o * C + c];
+        }
+    if (!dx) return;
+    grid gd = grid_of(&t, g.OH, g.OW, k - 1 - p);
+    wino_filters(Ur, &t, w, ldw, O, C, 1, work);
+    wino_conv(dx, NULL, dy, Ur, NULL, &t, &gd, B, O, C, work);
+}
+
+size_t nn_conv_kept(int B, int C, int H, int W, int k, int s, int p)
+{
+    int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p);
+    if (!nn_conv_winograd(C, k, s, p)) return (size_t)C * k * k * OH * OW * B;
+    wino t = wino_of(k);
+    grid g = grid_of(&t, H, W, p);
+    return (size_t)WT2 * C * B * g.P;
+}
+
+void nn_conv_forward(float *y, float *kept, float *col, const float *x, const float *w, int ldw,
                      const float *b, int B, int C, int H, int W, int O, int k, int s, int p)
 {
     int OH = nn_conv_out(H, k, s, p), OW = nn_conv_out(W, k, s, p), K = C * k * k;
-    int N = B * OH * OW, P = OH * OW, chunk = keep ? B : nn_conv_chunk(B, C, k, OH, OW);
+    int N = B * OH * OW, P = OH * OW, chunk = kept ? B : nn_conv_chunk(B, C, k, OH, OW);
+    if (nn_conv_winograd(C, k, s, p)) {
+        wino_forward(y, kept, col, x, w, ldw, b, B, C, H, W, O, k, p);
+        return;
+    }
+    if (kept) col = kept;
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
         im2col(col, x, C, B, b0, nb, H, W, k, s, p);
@@ -214,6 +713,10 @@ void nn_conv_backward(float *dx, float *dw, int lddw, float *db, const float *ke
                 acc += row[n];
             db[o] += acc;
         }
+    if (nn_conv_winograd(C, k, s, p)) {
+        wino_backward(dx, dw, lddw, kept, dy, x, w, ldw, B, C, H, W, O, k, p, col);
+        return;
+    }
     if (kept) gemm(0, 1, O, K, N, dy, N, kept, N, 1.0f, dw, lddw);
     if (!dx && kept) return;
     if (dx) memset(dx, 0, sizeof(float) * (size_t)C * B * H * W);

@@ -12,6 +12,7 @@
 #ifndef NN_OPS_H
 #define NN_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* y (B,O) = x (B,I) · w (O,I; row stride ldw)ᵀ + b (O) [b may be NULL] */
@@ -31,13 +32,21 @@ static inline int nn_conv_out(int n, int k, int s, int p)
 }
 /* Samples per im2col chunk for a batch of B: col scratch needs C·k·k × chunk·OH·OW floats. */
 int nn_conv_chunk(int B, int C, int k, int OH, int OW);
-/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O). col is scratch: with keep = 0
- * it needs nn_conv_chunk samples' worth (C·k·k × chunk·OH·OW floats) and the batch is unfolded a
- * chunk at a time; with keep = 1 it must hold the whole batch, which it keeps for backward. */
-void nn_conv_forward(float *y, float *col, int keep, const float *x, const float *w, int ldw,
+/* Whether the conv runs as Winograd F(m×m, k×k) rather than im2col + GEMM: stride 1, k = 3 or 5,
+ * p < k, and at least 8 input channels (below that the transforms cost more than they save). */
+int nn_conv_winograd(int C, int k, int s, int p);
+/* Floats of col scratch a conv of batch up to B needs; it only grows with B, C and O. */
+size_t nn_conv_scratch(int B, int C, int H, int W, int O, int k, int s, int p);
+/* Floats a forward keeps for backward when given a kept buffer: the batch's unfolding
+ * (C·k·k × B·OH·OW) for im2col, its transformed input for Winograd. */
+size_t nn_conv_kept(int B, int C, int H, int W, int k, int s, int p);
+/* y (O,B,OH,OW) = w (O, C·k·k; stride ldw) ⊛ x (C,B,H,W) + b (O). kept: NULL, or nn_conv_kept
+ * floats where the forward leaves what backward would otherwise recompute; col: scratch of
+ * nn_conv_scratch floats. */
+void nn_conv_forward(float *y, float *kept, float *col, const float *x, const float *w, int ldw,
                      const float *b, int B, int C, int H, int W, int O, int k, int s, int p);
-/* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=. kept: the whole-batch unfolding
- * a keep = 1 forward left, or NULL to unfold again; col: scratch of nn_conv_chunk size. */
+/* dx (C,B,H,W) = ∂/∂x; dw (O, C·k·k; stride lddw) +=; db (O) +=. kept: what the forward left
+ * there, or NULL to recompute it; col: scratch of nn_conv_scratch floats. */
 void nn_conv_backward(float *dx, float *dw, int lddw, float *db, const float *kept, float *col,
                       const float *dy, const float *x, const float *w, int ldw, int B, int C, int H,
                       int W, int O, int k, int s, int p);

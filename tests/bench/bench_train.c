@@ -6,8 +6,10 @@
  * narrowing saves. When Debian's python3-torch is installed, the same models and batches run in
  * PyTorch (tests/bench/torch_train.py, one thread, kept running beside this process) and the table
  * gets the fedsim/PyTorch ratio. This machine is a shared VM whose speed drifts, so every row
- * alternates fedsim and PyTorch runs REPS times and keeps each side's best. Timings only: nothing
- * here passes or fails.
+ * alternates fedsim and PyTorch runs REPS times and keeps each side's best. GFLOP/s counts the
+ * FLOPs fedsim charges a device (direct convolution); its Winograd convs execute fewer, so the
+ * %peak of a CNN can pass what its GEMMs alone would reach. Timings only: nothing here passes or
+ * fails.
  */
 #include "nn/data.h"
 #include "nn/model.h"
@@ -161,8 +163,10 @@ int main(void)
     if (!have_torch)
         printf("PyTorch not found: apt-get install python3-torch to get the ratio column\n");
     double peak = sgemm_peak();
-    printf("sgemm peak (1024^3, one thread): %.1f GFLOP/s; best of %d alternating %gs runs\n\n",
-           peak, REPS, SECONDS);
+    printf("sgemm peak (1024^3, one thread): %.1f GFLOP/s; best of %d alternating %gs runs\n", peak,
+           REPS, SECONDS);
+    printf("GFLOP/s: the FLOPs a device is charged (direct convolution; Winograd convs run "
+           "fewer)\n\n");
     result rs[] = {
             {"mlp", "mlp:784-200-200-10", 1, 10, 0, 0, 0},
             {"mlp", "mlp:784-200-200-10", 1, 32, 0, 0, 0},
