@@ -38,11 +38,15 @@ typedef struct fl_spafl_config {
     double collapse;    /* a layer whose keep ratio is at most this resets its thresholds to 0 */
 } fl_spafl_config;
 
-/* The width family's settings (`algorithm.width:`): HeteroFL trains every client at width p,
- * FjORD draws a width uniformly in [min, max] for every job (ordered dropout); eval is the width
- * of the global model evaluated. */
+/* The width family's settings (`algorithm.width:`). With by = fixed, HeteroFL and FedRolex train
+ * every client at width p and FjORD draws a width uniformly in [min, max] for every job (ordered
+ * dropout). With by = capacity, client i's width is the largest p_i on the grid with
+ * p_i² ≤ r_i (its capacity, fl_env.capacity), and FjORD draws among the grid widths up to p_i.
+ * The grid: multiples of step (FjORD, FedRolex), or step·2^j halvings from 1 (HeteroFL); step is
+ * also the narrowest width. eval is the width of the global model evaluated. */
 typedef struct fl_width_config {
-    double p, min, max, eval;
+    double p, min, max, eval, step;
+    int by_capacity, halving;
 } fl_width_config;
 
 /* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in
@@ -80,7 +84,9 @@ typedef struct fl_env {
     const nn_dataset *train, *test;
     const nn_partition *part;
     uint64_t seed;
-    int cost_only; /* skip the math: report the FLOPs and message sizes it would have */
+    int cost_only;          /* skip the math: report the FLOPs and message sizes it would have */
+    const double *capacity; /* per client: the share r_i in (0, 1] of the full model's cost its
+                               device affords (`devices.capacity`); NULL: all 1 */
 } fl_env;
 
 typedef struct fl_job {
@@ -145,10 +151,13 @@ typedef struct fl_algo {
      * RUN_DIR/report_file when the run finishes (its state belongs in server_save). */
     const char *report_file;
     void (*report)(void *server, FILE *f);
+    /* Optional (NULL: always 1): the width client trains at, so the engine can check the model
+     * it really trains against its device's memory. */
+    double (*client_width)(const fl_env *env, int32_t client);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedpews;
+        fl_fjord, fl_fedrolex, fl_fedpews;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 
@@ -182,6 +191,10 @@ int fl_loop_next(fl_loop *L);
 /* Account the job into res (FLOPs and samples the model counted since start, mean loss, steps)
  * and free the loop. */
 void fl_loop_finish(fl_loop *L, fl_result *res);
+
+/* The width a capacity r affords on w's grid: the largest grid width p with p² ≤ r (a p-wide
+ * model costs about p² of the full one), and the narrowest, step, when none does. */
+double fl_width_for(const fl_width_config *w, double r);
 
 /* FedProx: add mu·(w − anchor) to the gradients of m's live parameters. */
 void fl_prox_grad(nn_model *m, double mu, const float *anchor);

@@ -4,6 +4,7 @@
 
 #include "nn/train.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,4 +149,21 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);
+}
+
+double fl_width_for(const fl_width_config *w, double r)
+{
+    if (w->halving) {
+        double p = 1;
+        while (p * p > r && p / 2 >= w->step * (1 - 1e-9))
+            p /= 2;
+        return p;
+    }
+    int top = (int)floor(1 / w->step + 1e-9), k = (int)floor(sqrt(r) / w->step + 1e-9);
+    if (k > top) k = top;
+    while (k < top && ((k + 1) * w->step) * ((k + 1) * w->step) <= r)
+        k++;
+    while (k > 1 && (k * w->step) * (k * w->step) > r)
+        k--;
+    return k < 1 ? w->step : k == top ? 1.0 : k * w->step;
 }

@@ -547,4 +547,5 @@ const fl_algo fl_fedpews = {"fedpews",
                             pews_save,
                             pews_load,
                             "masks.tsv",
-                            pews_report};
+                            pews_report,
+                            NULL};

@@ -114,4 +114,5 @@ const fl_algo fl_local = {"local",
                           local_save,
                           local_load,
                           NULL,
+                          NULL,
                           NULL};

@@ -734,6 +734,7 @@ const fl_algo fl_spafl = {
         spafl_save,
         spafl_load,
         NULL,
+        NULL,
         NULL};
 const fl_algo fl_spafl_local = {"spafl-local",
                                 "SpaFL's Local baseline: the same pruned training, nothing sent",
@@ -747,5 +748,6 @@ const fl_algo fl_spafl_local = {"spafl-local",
                                 spafl_eval,
                                 spafl_save,
                                 spafl_load,
+                                NULL,
                                 NULL,
                                 NULL};

@@ -1,7 +1,11 @@
 /* algos/width.c -- the width-scaling family: HeteroFL (Diao et al., ICLR 2021) trains each client
- * on the first ⌈p·C⌉ channels of every hidden layer at a fixed width p; FjORD (Horváth et al.,
- * NeurIPS 2021) draws a new width for every job (ordered dropout), here uniformly in [min, max] as
- * SpaFL's comparison does. The output layer and the input stay full.
+ * on the first ⌈p·C⌉ channels of every hidden layer; FjORD (Horváth et al., NeurIPS 2021) draws a
+ * new width for every job (ordered dropout); FedRolex (Alam et al., NeurIPS 2022) trains a window
+ * of ⌈p·C⌉ channels that rolls by one channel per round (start at round mod C), so every channel
+ * gets trained by the weak clients too. The output layer and the input stay full. A client's
+ * width is either one for all (width.p; FjORD: uniform in [min, max], as SpaFL's comparison
+ * does) or follows its capacity r_i: the largest grid width p_i with p_i² ≤ r_i, since a p-wide
+ * model costs about p² of the full one (FjORD then draws among the grid widths up to p_i).
  *
  * What a client really does is the narrowed model: the down message is the global model's
  * sub-model at the job's width, the client trains it (the kernels run the smaller GEMMs, so its
@@ -22,23 +26,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { HETEROFL, FJORD, FEDROLEX };
+
 typedef struct width_server {
     const fl_env *env; /* borrowed */
-    int fjord;
+    int kind;
     float *global;  /* n_floats */
     fl_sub_acc acc; /* the round's changes, per parameter */
     float *scratch; /* n_floats: an unpacked message */
     nn_model m;     /* its live map tells which parameters a width holds */
 } width_server;
 
-/* The width of client's job in round (FjORD: a fresh draw per job). */
-static double job_width(const fl_env *env, int fjord, int32_t client, int32_t round)
+/* The widest model client may train: its capacity's grid width, or the scenario's. */
+static double top_width(const fl_env *env, int kind, int32_t client)
 {
     const fl_width_config *w = &env->cfg->width;
-    if (!fjord) return w->p;
+    if (w->by_capacity) return fl_width_for(w, env->capacity ? env->capacity[client] : 1);
+    return kind == FJORD ? w->max : w->p;
+}
+
+/* The width of client's job in round (FjORD: a fresh draw per job). */
+static double job_width(const fl_env *env, int kind, int32_t client, int32_t round)
+{
+    const fl_width_config *w = &env->cfg->width;
+    double top = top_width(env, kind, client);
+    if (kind != FJORD) return top;
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_WIDTH, (uint64_t)(uint32_t)client << 32 | (uint32_t)round);
-    return w->min + (w->max - w->min) * sim_rng_uniform(&r);
+    double u = sim_rng_uniform(&r);
+    if (!w->by_capacity) return w->min + (w->max - w->min) * u;
+    if (w->halving) { /* the halvings from top down to step */
+        int levels = 1;
+        while (top / (1 << levels) >= w->step * (1 - 1e-9))
+            levels++;
+        return top / (1 << (int)(u * levels));
+    }
+    int k = (int)floor(top / w->step + 1e-9); /* the multiples of step up to top */
+    return w->step * (1 + (int)(u * k));
+}
+
+/* FedRolex's window starts at channel round mod C of every layer; the others at channel 0. */
+static void narrow(nn_model *m, int kind, double width, int32_t round)
+{
+    nn_model_set_width(m, width, kind == FEDROLEX ? round : 0);
+}
+
+/* The widest model a client trains (fl_algo.client_width). */
+static double heterofl_width(const fl_env *env, int32_t client)
+{
+    return top_width(env, HETEROFL, client);
+}
+
+static double fjord_width(const fl_env *env, int32_t client)
+{
+    return top_width(env, FJORD, client);
 }
 
 /* A message: the sub-model of m as narrowed now, with values from v (submodel.h). */
@@ -63,12 +104,12 @@ static int unpack_sub(nn_model *m, float *v, const void *buf, size_t len, const 
     return rc;
 }
 
-static void *server_new(const fl_env *env, int fjord)
+static void *server_new(const fl_env *env, int kind)
 {
     width_server *s = sim_xcalloc(1, sizeof *s);
     size_t nf = env->arch->layout.n_floats;
     s->env = env;
-    s->fjord = fjord;
+    s->kind = kind;
     s->global = sim_xcalloc(nf, sizeof(float));
     s->scratch = sim_xcalloc(nf, sizeof(float));
     fl_sub_acc_init(&s->acc, nf);
@@ -81,13 +122,19 @@ static void *server_new(const fl_env *env, int fjord)
 static void *heterofl_new(const fl_env *env, sim_err *err)
 {
     (void)err;
-    return server_new(env, 0);
+    return server_new(env, HETEROFL);
 }
 
 static void *fjord_new(const fl_env *env, sim_err *err)
 {
     (void)err;
-    return server_new(env, 1);
+    return server_new(env, FJORD);
+}
+
+static void *fedrolex_new(const fl_env *env, sim_err *err)
+{
+    (void)err;
+    return server_new(env, FEDROLEX);
 }
 
 static void width_free(void *p)
@@ -104,21 +151,22 @@ static void width_free(void *p)
 static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     width_server *s = p;
-    double w = job_width(s->env, s->fjord, client, round);
-    nn_model_set_width(&s->m, w, 0);
+    narrow(&s->m, s->kind, job_width(s->env, s->kind, client, round), round);
     if (!out) return 1 + fl_sub_bytes(s->env->arch, nn_model_live_count(&s->m)); /* + map */
     size_t before = out->size;
     pack_sub(out, &s->m, s->global);
     return out->size - before;
 }
 
-static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
-                       int fjord, sim_err *err)
+/* The message carries the sub-model's units, so a worker needs to know nothing of the kind but
+ * in cost-only mode, where there is no message. */
+static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res, int kind,
+                       sim_err *err)
 {
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
     if (env->cost_only) {
-        nn_model_set_width(m, job_width(env, fjord, job->client, job->round), 0);
+        narrow(m, kind, job_width(env, kind, job->client, job->round), job->round);
         fl_local_sgd(env, job, m, 0, NULL, res);
         res->up_bytes = 1 + fl_sub_bytes(env->arch, nn_model_live_count(m));
         return SIM_OK;
@@ -137,13 +185,19 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
 static int heterofl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                           sim_err *err)
 {
-    return width_train(env, job, w, res, 0, err);
+    return width_train(env, job, w, res, HETEROFL, err);
 }
 
 static int fjord_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                        sim_err *err)
 {
-    return width_train(env, job, w, res, 1, err);
+    return width_train(env, job, w, res, FJORD, err);
+}
+
+static int fedrolex_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                          sim_err *err)
+{
+    return width_train(env, job, w, res, FEDROLEX, err);
 }
 
 static int width_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
@@ -166,10 +220,9 @@ static double width_eval(void *p, int32_t client, const void *priv, size_t priv_
 {
     width_server *s = p;
     (void)priv, (void)priv_len;
-    const fl_width_config *w = &s->env->cfg->width;
-    double at = client < 0 ? w->eval : s->fjord ? w->max : w->p;
+    double at = client < 0 ? s->env->cfg->width.eval : top_width(s->env, s->kind, client);
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
-    nn_model_set_width(m, at, 0);
+    nn_model_set_width(m, at, 0); /* FedRolex too: every window of the global model is trained */
     return nn_model_unit_density(m);
 }
 
@@ -200,7 +253,7 @@ static int width_load(void *p, const msgpack_object *o, sim_err *err)
 }
 
 const fl_algo fl_heterofl = {"heterofl",
-                             "HeteroFL: each client trains the width-p sub-model (first channels)",
+                             "HeteroFL: each client trains its width's sub-model (first channels)",
                              1,
                              heterofl_new,
                              width_free,
@@ -212,9 +265,10 @@ const fl_algo fl_heterofl = {"heterofl",
                              width_save,
                              width_load,
                              NULL,
-                             NULL};
+                             NULL,
+                             heterofl_width};
 const fl_algo fl_fjord = {"fjord",
-                          "FjORD: ordered dropout, a fresh width in [min, max] every job",
+                          "FjORD: ordered dropout, a fresh width every job",
                           1,
                           fjord_new,
                           width_free,
@@ -226,4 +280,20 @@ const fl_algo fl_fjord = {"fjord",
                           width_save,
                           width_load,
                           NULL,
-                          NULL};
+                          NULL,
+                          fjord_width};
+const fl_algo fl_fedrolex = {"fedrolex",
+                             "FedRolex: a window of its width's channels, rolling every round",
+                             1,
+                             fedrolex_new,
+                             width_free,
+                             width_down,
+                             fedrolex_train,
+                             width_absorb,
+                             width_aggregate,
+                             width_eval,
+                             width_save,
+                             width_load,
+                             NULL,
+                             NULL,
+                             heterofl_width};

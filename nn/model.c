@@ -559,7 +559,7 @@ static void set_list(nn_model *m, int li, const int *idx, int n)
     m->nlist[li] = n;
 }
 
-void nn_model_set_width(nn_model *m, double p, double offset)
+void nn_model_set_width(nn_model *m, double p, long shift)
 {
     assert(p > 0 && p <= 1);
     const nn_arch *a = &m->arch;
@@ -568,7 +568,7 @@ void nn_model_set_width(nn_model *m, double p, double offset)
         if (!l->narrow) continue;
         int C = l->oc, n = (int)ceil(p * C - 1e-9);
         if (n < 1) n = 1;
-        int start = (int)floor(offset * C) % C;
+        int start = (int)(shift % C);
         int *idx = sim_xmalloc(sizeof(int) * (size_t)n);
         for (int j = 0; j < n; j++)
             idx[j] = (start + j) % C;

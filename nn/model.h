@@ -133,8 +133,8 @@ float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const 
 int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, double *loss);
 
 /* Narrowing. A width p in (0,1] keeps ceil(p·C) channels of every narrowable layer: the first
- * ones (offset 0) or a rolling window starting at channel ⌊offset·C⌋ mod C (FedRolex). */
-void nn_model_set_width(nn_model *m, double p, double offset);
+ * ones (shift 0) or a window starting at channel shift mod C, wrapping around (FedRolex). */
+void nn_model_set_width(nn_model *m, double p, long shift);
 /* Keep the channels of layer li whose keep[] is non-zero (a row mask over its outputs). */
 void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep);
 /* Row masks for every narrowable layer at once: keep[li] (indexed by layer, NULL = all channels)

@@ -60,7 +60,6 @@ struct sim_engine {
     fl_worker worker; /* in-process training scratch (no pool) */
     sim_pool *pool;   /* the workers, or NULL: train in this process */
     nn_model eval_model;
-    double job_memory; /* peak training memory of the model clients train */
     /* protocol state */
     int round;        /* sync: current round; async: model version */
     int round_open;   /* sync: the current round still takes updates */
@@ -1254,13 +1253,22 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     sim_queue_init(&e->q);
     fl_worker_init(&e->worker);
     nn_model_init(&e->eval_model, spec->env.arch, 256);
-    e->job_memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
+    /* a client is excluded when its device cannot hold the model it trains (its width's) */
+    double width = 1,
+           memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
     for (int32_t c = 0; c < e->n; c++) {
         sim_client *cl = &e->c[c];
         sim_rng r;
         sim_rng_seed(&r, spec->seed, SIM_RNG_AVAIL, (uint64_t)c);
         dev_avail_init(&cl->avail, &spec->devices[c].avail, &r);
-        cl->excluded = !dev_fits(&spec->devices[c], e->job_memory);
+        double wc = spec->algo->client_width ? spec->algo->client_width(&spec->env, c) : 1;
+        if (wc != width) {
+            width = wc;
+            nn_model_set_width(&e->eval_model, width, 0);
+            memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
+            nn_model_reset_narrowing(&e->eval_model);
+        }
+        cl->excluded = !dev_fits(&spec->devices[c], memory);
         e->tot.excluded += cl->excluded;
         cl->acc = NAN;
         e->perm[c] = (uint32_t)c;

@@ -450,20 +450,29 @@ static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
     return get_double(&s, "collapse", 0, 1, 0.01, &c->collapse, err);
 }
 
-/* `algorithm.width:` (read for the width family, checked for the others). */
-static int load_width(fl_width_config *c, section *alg, int fjord, sim_err *err)
+static const char *const WIDTH_BY[] = {"fixed", "capacity", NULL};
+static const char *const WIDTH_GRIDS[] = {"step", "halving", NULL};
+
+/* `algorithm.width:` (read for the width family, checked for the others). HeteroFL's grid halves
+ * (1, 1/2, … 1/16, its code's levels); FjORD's and FedRolex's go in steps of 1/16 (theirs). */
+static int load_width(fl_width_config *c, section *alg, const char *name, sim_err *err)
 {
     char pre[96];
     section s = sub(alg, "width", pre, sizeof pre);
+    int fjord = !strcmp(name, "fjord");
     int rc = need_map(&s, "width", err);
-    if (rc || (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
+    if (rc || (rc = get_choice(&s, "by", WIDTH_BY, 0, &c->by_capacity, err)) ||
+        (rc = get_choice(&s, "grid", WIDTH_GRIDS, !strcmp(name, "heterofl"), &c->halving, err)) ||
+        (rc = get_double(&s, "step", 1.0 / 1024, 1, 1.0 / 16, &c->step, err)) ||
+        (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
         (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
         (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)))
         return rc;
     if (c->min > c->max)
         return sim_yaml_fail(sim_yaml_get(s.map, "min"), err, "width: min %g is above max %g",
                              c->min, c->max);
-    return get_double(&s, "eval", 1e-6, 1, fjord ? c->max : c->p, &c->eval, err);
+    double dflt = c->by_capacity ? 1 : fjord ? c->max : c->p;
+    return get_double(&s, "eval", 1e-6, 1, dflt, &c->eval, err);
 }
 
 static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
@@ -527,9 +536,9 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
     if ((!strcmp(c->name, "fedpews") || sim_yaml_get(s.map, "pews")) &&
         (rc = load_pews(&c->pews, &s, sc->spec.fed.rounds, err)))
         return rc;
-    int fjord = !strcmp(c->name, "fjord");
-    if (fjord || !strcmp(c->name, "heterofl") || sim_yaml_get(s.map, "width"))
-        return load_width(&c->width, &s, fjord, err);
+    if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
+        sim_yaml_get(s.map, "width"))
+        return load_width(&c->width, &s, c->name, err);
     return SIM_OK;
 }
 
@@ -594,6 +603,50 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
 }
 
 /* devices: {catalog: path, profiles: {name: {base: other, ...}}, mix: [{profile, share}]} */
+/* `devices.capacity`: every client's share r_i of the full model's cost (fl_env.capacity):
+ * device (its profile's capacity, else dev_capacity against the full model's training memory
+ * at the batch size and the fastest device of the mix), uniform (r_i = (π(i)+1)/N for a seeded
+ * permutation π: the Pa3dFL paper's "Hetero", r uniform on [1/N, 1]), or one number for all (its
+ * "Ideal" is 1). */
+static int load_capacity(sim_scenario *sc, section *s, sim_err *err)
+{
+    char v[32];
+    int rc = get_str(s, "capacity", "device", v, sizeof v, err), n = sc->part.n_clients;
+    if (rc) return rc;
+    double *r = sc->capacity = sim_xcalloc((size_t)n, sizeof(double));
+    if (!strcmp(v, "uniform")) {
+        uint32_t *perm = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
+        for (int c = 0; c < n; c++)
+            perm[c] = (uint32_t)c;
+        sim_rng g;
+        sim_rng_seed(&g, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)1 << 41);
+        sim_rng_shuffle_u32(&g, perm, (size_t)n);
+        for (int c = 0; c < n; c++)
+            r[c] = (perm[c] + 1.0) / n;
+        free(perm);
+    } else if (!strcmp(v, "device")) {
+        nn_model m;
+        nn_model_init(&m, &sc->arch, 1);
+        double mem = (double)nn_model_memory_bytes(&m, sc->cfg.batch_size), ref = 0;
+        nn_model_destroy(&m);
+        for (int c = 0; c < n; c++)
+            if (sc->devices[c].compute_flops > ref) ref = sc->devices[c].compute_flops;
+        for (int c = 0; c < n; c++) {
+            r[c] = dev_capacity(&sc->devices[c], mem, ref);
+            if (r[c] < 1e-9) r[c] = 1e-9; /* a width family still gives it its narrowest model */
+        }
+    } else {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x > 0 && x <= 1))
+            return sim_yaml_fail(sim_yaml_get(s->map, "capacity"), err,
+                                 "capacity: '%s' is not device, uniform or a number in (0, 1]", v);
+        for (int c = 0; c < n; c++)
+            r[c] = x;
+    }
+    return SIM_OK;
+}
+
 static int load_devices(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -709,7 +762,7 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     for (int i = 0; i < nown; i++)
         dev_profile_destroy(&own[i]);
     dev_catalog_destroy(&cat);
-    return SIM_OK;
+    return load_capacity(sc, &s, err);
 }
 
 int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *sets, int n_sets,
@@ -757,7 +810,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
     sc->spec.name = sc->name;
     sc->spec.env = (fl_env){&sc->cfg,  &sc->arch,     &sc->train, &sc->test,
-                            &sc->part, sc->spec.seed, cost_only};
+                            &sc->part, sc->spec.seed, cost_only,  sc->capacity};
     sc->spec.n_clients = sc->part.n_clients;
     sc->spec.devices = sc->devices;
     return SIM_OK;
@@ -773,6 +826,7 @@ void sim_scenario_destroy(sim_scenario *sc)
         for (int c = 0; c < sc->part.n_clients; c++)
             dev_profile_destroy(&sc->devices[c]);
     free(sc->devices);
+    free(sc->capacity);
     nn_partition_destroy(&sc->part);
     nn_dataset_destroy(&sc->train);
     nn_dataset_destroy(&sc->test);

@@ -24,6 +24,7 @@ typedef struct sim_scenario {
     nn_dataset train, test;
     nn_partition part;
     dev_profile *devices; /* one concrete profile per client (owned) */
+    double *capacity;     /* per client (owned): `devices.capacity`, see fl_env */
     char model[64];
 } sim_scenario;
 

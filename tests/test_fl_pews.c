@@ -273,7 +273,7 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     cfg.pews = (fl_pews_config){.warmup = 0, .lambda = 1, .mask_lr = 0.1};
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     test_full_is_fedavg(&cfg, &env);
     test_fixed(&cfg, &env);
     test_score_step(&cfg, &env);

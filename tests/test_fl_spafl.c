@@ -171,7 +171,7 @@ static void test_step(void)
     snprintf(cfg.name, sizeof cfg.name, "spafl");
     cfg.local_steps = 1, cfg.batch_size = N, cfg.lr = 1, cfg.lr_decay = 1;
     cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
-    fl_env env = {&cfg, &a, &train, &train, &part, 11, 0};
+    fl_env env = {&cfg, &a, &train, &train, &part, 11, 0, NULL};
     size_t nf = a.layout.n_floats;
 
     /* thresholds: prune conv1 filters 0-1, conv2 filter 5, fc3 neurons 0-9, logit 3 */
@@ -320,7 +320,7 @@ static void test_server(void)
     nn_partition part = {0};
     fl_config cfg = {0};
     snprintf(cfg.name, sizeof cfg.name, "spafl");
-    fl_env env = {&cfg, &a, &d, &d, &part, 1, 0};
+    fl_env env = {&cfg, &a, &d, &d, &part, 1, 0, NULL};
     void *s = fl_spafl.server_new(&env, &err);
     float up[2][4] = {{1, 2, 3, 4}, {3, 2, 1, -4}}, got[4], delta[4];
     for (int k = 0; k < 2; k++) {
@@ -461,7 +461,7 @@ static void test_collapse_in_training(void)
     snprintf(cfg.name, sizeof cfg.name, "spafl");
     cfg.local_steps = 1, cfg.batch_size = 8, cfg.lr = 0.01, cfg.lr_decay = 1;
     cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
-    fl_env env = {&cfg, &a, &d, &d, &part, 3, 0};
+    fl_env env = {&cfg, &a, &d, &d, &part, 3, 0, NULL};
     int nt = fl_spafl_n_thresholds(&a);
     float *tau = calloc((size_t)nt, sizeof(float)), *tnew = calloc((size_t)nt, sizeof(float));
     for (int i = 0; i < 32; i++) /* the first hidden layer: all 32 neurons pruned */

@@ -1,13 +1,17 @@
-/* tests/test_fl_width.c -- HeteroFL and FjORD (algos/width.c): at width 1 HeteroFL is FedAvg bit
- * for bit; at width p a message holds exactly the sub-model's parameters and its FLOPs fall; the
- * server averages each parameter over the clients that hold it (a parameter only the wider client
- * holds gets that client's change in full, one nobody holds stays put); FjORD's widths are a
- * deterministic draw in [min, max]; cost-only jobs report the real FLOPs and bytes; a malformed
- * message is rejected. */
+/* tests/test_fl_width.c -- HeteroFL, FjORD and FedRolex (algos/width.c): at width 1 HeteroFL is
+ * FedAvg bit for bit; at width p a message holds exactly the sub-model's parameters and its FLOPs
+ * fall; the server averages each parameter over the clients that hold it (a parameter only the
+ * wider client holds gets that client's change in full, one nobody holds stays put); FjORD's
+ * widths are a deterministic draw in [min, max]; cost-only jobs report the real FLOPs and bytes; a
+ * malformed message is rejected. Widths by capacity: the grid width with p² ≤ r (the Pa3dFL spec's
+ * table of widths over r = 1 %, 2 %, … 100 %), FjORD drawing only grid widths up to it;
+ * FedRolex's window rolls one channel per round. */
 #include "algos/algo.h"
+#include "algos/submodel.h"
 #include "nn/pack.h"
 #include "tests/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +54,7 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     cfg.width = (fl_width_config){.p = 1, .min = 0.4, .max = 0.6, .eval = 1};
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     size_t nf = arch.layout.n_floats;
     fl_worker w;
     fl_worker_init(&w);
@@ -174,6 +178,81 @@ int main(void)
               rj.up_bytes);
     fl_result_destroy(&rj), fl_result_destroy(&rc);
     fl_fjord.server_free(sj);
+
+    /* capacity → width on the 1/16 grid: the widths of r = 1/100 … 1 (spec 004 §3.2's table) */
+    fl_width_config wg = {.step = 1.0 / 16};
+    int count[17] = {0}, want[17] = {0, 1, 2, 3, 3, 5, 5, 5, 7, 8, 8, 9, 10, 10, 11, 12, 1};
+    int bad = 0;
+    for (int i = 0; i < 100; i++) {
+        double r = (i + 1) / 100.0, p = fl_width_for(&wg, r);
+        bad += !(p * p <= r && (p == 1 || (p + wg.step) * (p + wg.step) > r));
+        count[(int)lround(p * 16)]++;
+    }
+    CHECK_MSG(bad == 0, "%d widths not the largest grid width with p^2 <= r", bad);
+    CHECK(!memcmp(count, want, sizeof count));
+    CHECK(fl_width_for(&wg, 0.001) == wg.step); /* below the grid: the narrowest */
+    wg.halving = 1;                             /* HeteroFL: 1, 1/2, … 1/16 */
+    CHECK(fl_width_for(&wg, 1) == 1 && fl_width_for(&wg, 0.3) == 0.5);
+    CHECK(fl_width_for(&wg, 0.25) == 0.5 && fl_width_for(&wg, 0.2) == 0.25);
+    CHECK(fl_width_for(&wg, 0.01) == 0.0625 && fl_width_for(&wg, 1e-6) == 0.0625);
+
+    /* FjORD by capacity: every draw is a grid width no wider than the client's */
+    double capacity[4] = {0.3, 1, 0.05, 0.6};
+    env.capacity = capacity;
+    cfg.width = (fl_width_config){.by_capacity = 1, .step = 0.25, .eval = 1};
+    sj = fl_fjord.server_new(&env, &err);
+    int off_grid = 0, too_wide = 0, seen[5] = {0};
+    for (int c = 0; c < 4; c++) {
+        double top = fl_width_for(&cfg.width, capacity[c]);
+        CHECK(fl_fjord.client_width(&env, c) == top);
+        for (int round = 0; round < 40; round++) {
+            size_t bytes = fl_fjord.job_down(sj, c, round, NULL);
+            int k = 0;
+            for (int q = 1; q <= 4; q++) { /* which grid width has this message size */
+                live_at(&lm, q * 0.25);
+                if (bytes == 1 + fl_sub_bytes(&arch, nn_model_live_count(&lm))) k = q;
+            }
+            off_grid += k == 0;
+            too_wide += k * 0.25 > top + 1e-12;
+            seen[k]++;
+        }
+    }
+    CHECK_MSG(off_grid == 0 && too_wide == 0, "%d draws off the grid, %d above the capacity",
+              off_grid, too_wide);
+    CHECK(seen[1] > 0 && seen[2] > 0 && seen[4] > 0); /* 0.25 … 1 all drawn */
+    fl_fjord.server_free(sj);
+
+    /* FedRolex: the window of width 0.5 starts at channel round mod C of every hidden layer */
+    snprintf(cfg.name, sizeof cfg.name, "fedrolex");
+    cfg.width = (fl_width_config){.p = 0.5, .step = 1.0 / 16, .eval = 1};
+    void *sr = fl_fedrolex.server_new(&env, &err);
+    int wrong = 0;
+    for (int round = 0; round < 70; round += 23) {
+        msgpack_sbuffer down;
+        msgpack_sbuffer_init(&down);
+        fl_fedrolex.job_down(sr, 1, round, &down);
+        msgpack_unpacked_init(&u);
+        off = 0;
+        CHECK(msgpack_unpack_next(&u, down.data, down.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        const unsigned char *bits = (const unsigned char *)u.data.via.map.ptr[0].val.via.bin.ptr;
+        for (int i = 0, unit = 0; i < arch.n; i++) {
+            if (!arch.l[i].narrow) continue;
+            int C = arch.l[i].oc;
+            for (int j = 0; j < C; j++, unit++) {
+                int in_window = (j - round % C + C) % C < (C + 1) / 2;
+                wrong += in_window != ((bits[unit / 8] >> (unit % 8)) & 1);
+            }
+        }
+        msgpack_unpacked_destroy(&u);
+        msgpack_sbuffer_destroy(&down);
+    }
+    CHECK_MSG(wrong == 0, "%d units in or out of FedRolex's window wrongly", wrong);
+    fl_result rr;
+    cfg.width.p = 1; /* the full window: FedRolex is FedAvg */
+    job(&fl_fedrolex, &env, sr, 0, &rr, &w);
+    CHECK(fl_fedrolex.server_absorb(sr, 0, rr.up.data, rr.up.size, 1, 1, &err) == SIM_OK);
+    fl_result_destroy(&rr);
+    fl_fedrolex.server_free(sr);
 
     nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&lm);
     fl_worker_destroy(&w);

@@ -244,6 +244,45 @@ static void test_memory_exclusion(void)
     free(r.trace);
 }
 
+/* devices.capacity: uniform is a permutation of 1/N … 1, a number is every client's, a bad value
+ * names the key; with widths by capacity, a device too small for the full model trains the
+ * narrower model its memory affords instead of being excluded. */
+static void test_capacity(void)
+{
+    const char *path = write_file("s.yaml", base_yaml());
+    const char *set_uniform[] = {"devices.capacity=uniform"},
+               *set_half[] = {"devices.capacity=0.5"};
+    const char *set_bad[] = {"devices.capacity=1.5"};
+    sim_scenario sc;
+    sim_err err = {0};
+    CHECK(sim_scenario_load(&sc, path, set_uniform, 1, &err) == SIM_OK);
+    int seen[11] = {0}, ok = 1;
+    for (int c = 0; c < 10; c++) {
+        int k = (int)lround(sc.capacity[c] * 10);
+        ok &= k >= 1 && k <= 10 && fabs(sc.capacity[c] - k / 10.0) < 1e-12 && !seen[k]++;
+    }
+    CHECK_MSG(ok, "uniform capacities are not a permutation of 0.1 … 1");
+    sim_scenario_destroy(&sc);
+    CHECK(sim_scenario_load(&sc, path, set_half, 1, &err) == SIM_OK && sc.capacity[7] == 0.5);
+    sim_scenario_destroy(&sc);
+    CHECK(sim_scenario_load(&sc, path, set_bad, 1, &err) == SIM_EINVAL);
+    CHECK_MSG(strstr(err.msg, "capacity") && strstr(err.msg, "1.5"), "%s", err.msg);
+
+    /* HeteroFL at width 1 for all (by = fixed) needs the full model's memory */
+    const char *fixed[] = {"devices.profiles.slow.memory=100 kB", "eval.every=0",
+                           "algorithm.name=heterofl", "algorithm.width.p=1"};
+    const char *narrow[] = {"devices.profiles.slow.memory=100 kB", "eval.every=0",
+                            "algorithm.name=heterofl", "algorithm.width.p=1",
+                            "algorithm.width.by=capacity"};
+    run r;
+    run_text(&r, base_yaml(), fixed, 4);
+    CHECK_MSG(r.rc == 0 && r.t.excluded == 5, "%s: %ld excluded", r.err, r.t.excluded);
+    free(r.trace);
+    run_text(&r, base_yaml(), narrow, 5);
+    CHECK_MSG(r.rc == 0 && r.t.excluded == 0, "%s: %ld excluded", r.err, r.t.excluded);
+    free(r.trace);
+}
+
 /* Async FedBuff: 4 in flight, aggregate every 2 arrivals; slow clients' updates are stale. */
 static void test_async(void)
 {
@@ -378,6 +417,7 @@ int main(void)
     test_deadline();
     test_offline();
     test_memory_exclusion();
+    test_capacity();
     test_async();
     test_staleness_weights();
     test_divergence();
