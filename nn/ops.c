@@ -198,7 +198,7 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
 #define WT2 36 /* positions per tile */
 /* Tiles per chunk: the chunk's transformed input and output stay in cache between the transform
  * and the GEMMs, and the GEMMs stay wide enough to run near peak. */
-#define WINO_TILES 512
+#define WINO_TILES 256
 /* Input channels below which im2col wins: the transforms cost per (tile, channel) what the GEMMs
  * save per input channel, and a first layer (C = 1) has nothing to save. */
 #define WINO_MIN_C 8
