@@ -268,6 +268,15 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
             }
             add_linear(a, "head", classes, 1);
         }
+    } else if (!strcmp(name, "leaf-cnn")) {
+        if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
+            add_conv_block(a, "conv1", 32, 5, 0, 1);
+            add_conv_block(a, "conv2", 64, 5, 0, 1);
+            add_simple(a, NN_FLATTEN);
+            add_linear(a, "fc1", 2048, 1);
+            add_simple(a, NN_RELU);
+            add_linear(a, "head", classes, 1);
+        }
     } else if (!strcmp(name, "lenet5-caffe")) {
         if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
             add_conv_block(a, "conv1", 20, 5, 0, 0);
@@ -291,7 +300,7 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
     } else
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
                       "unknown model '%s' (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, "
-                      "lenet5-caffe, pa3dfl-cnn, "
+                      "lenet5-caffe, pa3dfl-cnn, leaf-cnn, "
                       "fedpews-mlp, fedpews-cnn)",
                       name);
     if (rc == SIM_OK && a->n > 0 && a->l[a->n - 1].oc != classes)

@@ -69,6 +69,8 @@ typedef struct nn_arch {
  *   cnn2                 McMahan et al.: conv5x5 32 + pool, conv5x5 64 + pool, fc 512, fc classes
  *   lenet5-caffe         SpaFL: conv5x5 20 + pool, conv5x5 50 + pool, fc 500, fc classes, no bias
  *   pa3dfl-cnn           Pa3dFL Fashion CNN: cnn2 with fc 512, fc 128 before the head
+ *   leaf-cnn             LEAF/FedEM CNN (pFedGate's (F)EMNIST model): conv5x5 32 + pool, conv5x5
+ *                        64 + pool (no padding), fc 2048, fc classes
  *   fedpews-mlp          FedPeWS: mlp 5-32-64-128-32-4
  *   fedpews-cnn          FedPeWS Table 5: 3 × (conv3x3 p1 32/64/128 + pool), fc classes
  * Returns SIM_EINVAL with a message for unknown names or shapes that do not fit. */

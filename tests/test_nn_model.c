@@ -35,6 +35,7 @@ static void test_param_counts(void)
             {"cnn2", 1, 28, 28, 10, 1663370},
             {"lenet5-caffe", 1, 28, 28, 10, 430500},
             {"pa3dfl-cnn", 1, 28, 28, 10, 1725194},
+            {"leaf-cnn", 1, 28, 28, 62, 2278334}, /* pFedGate's EMNIST CNN (spec 000 §4.2) */
             {"fedpews-mlp", 5, 1, 1, 4, 14884},
             {"mlp:784-200-200-10", 1, 28, 28, 10, 199210},
             {"fedpews-cnn", 3, 32, 32, 20, 134228},

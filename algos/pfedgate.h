@@ -1,0 +1,44 @@
+/* algos/pfedgate.h -- pFedGate's pieces that tests reach directly (spec 000): the block table of a
+ * model and the budgeted block selection of Eq. 6.
+ *
+ * Blocks (§2.3): every trainable weight and bias tensor, flattened row-major, is cut into a first
+ * sub-block of ⌈n·s_min⌉ elements, which is always kept, and B − 1 equal sub-blocks of the rest
+ * (the paper's rule; `code` cuts B equal chunks, as the released code does, the same for the
+ * default B = 5). A block of a linear or conv weight is a run of whole rows (neurons, filters)
+ * give or take one cut row. Blocks are grouped as the code does: linear layers' tensors, and the
+ * rest (convolutions, norms).
+ *
+ * Selection (§2.5, the code's procedure, which reproduces the paper's achieved densities 0.43 at
+ * s = 0.5 and 0.25 at s = 0.3): per group, the blocks other than the first ones are items worth
+ * round-half-even(10·G_b) and weighing their size; a greedy pass in value order (ties by block
+ * index) takes every item that still fits a capacity of round((s − s_min)·their total size).
+ */
+#ifndef FL_PFEDGATE_H
+#define FL_PFEDGATE_H
+
+#include "nn/model.h"
+
+#include <stdint.h>
+
+typedef struct fl_pg_blocks {
+    int n;           /* L */
+    size_t *off;     /* first float of block b in the arena */
+    size_t *len;     /* its size W_b */
+    uint8_t *first;  /* 1 for the first (always kept) block of a tensor */
+    uint8_t *linear; /* 1 for the blocks of a linear layer's tensors */
+    size_t d;        /* parameters in all blocks */
+} fl_pg_blocks;
+
+/* s_min for budget s and split factor B: min(max(1/B, 0.1), s) (the code's). */
+double fl_pg_s_min(int B, double s);
+/* The block table of a's trainable tensors for split factor B and first-block share s_min
+ * (code_rule: B equal chunks instead). */
+void fl_pg_blocks_build(fl_pg_blocks *b, const nn_arch *a, int B, double s_min, int code_rule);
+void fl_pg_blocks_free(fl_pg_blocks *b);
+/* I[b] = 1 for the blocks kept under density budget s given importance G (L values, already
+ * clipped at s_min); s = 1 keeps everything. Returns the kept share of the parameters. order is
+ * scratch of L ints. */
+double fl_pg_select(const fl_pg_blocks *b, const float *G, double s, double s_min, uint8_t *I,
+                    int *order);
+
+#endif /* FL_PFEDGATE_H */
