@@ -17,6 +17,7 @@
 #define FL_PFEDGATE_H
 
 #include "nn/model.h"
+#include "sim/rng.h"
 
 #include <stdint.h>
 
@@ -40,5 +41,32 @@ void fl_pg_blocks_free(fl_pg_blocks *b);
  * scratch of L ints. */
 double fl_pg_select(const fl_pg_blocks *b, const float *G, double s, double s_min, uint8_t *I,
                     int *order);
+
+/* A client's gating layer (§2.4, its private state) for inputs of C channels of HW pixels and L
+ * blocks: SwitchNorm over the input channels (the gate's own normalization; the model sees the
+ * raw input), then `paths` (2, the paper's; or 1 shared, the code's default) of FC(C·HW → L) +
+ * BatchNorm1d(L) + sigmoid, averaged over the batch: G (importance, clipped below at s_min, no
+ * gradient where clipped) and M (block scales). With one path M and G share it. */
+typedef struct fl_pg_gate {
+    int C, HW, L, paths, max_batch;
+    size_t n_params; /* trainable floats, at the start of p */
+    size_t n_state;  /* all of p: the parameters, then the running statistics */
+    float *p, *g;    /* p: n_state floats; g: n_params gradients (backward adds) */
+    float *G, *M;    /* L each: the last forward's outputs */
+    float *Gsum;     /* L: G before the clip */
+    int B;           /* the last forward's batch, and its clip */
+    double s_min;
+    float *work; /* batch-sized buffers (pfedgate.c) */
+} fl_pg_gate;
+
+/* Fresh parameters as PyTorch initializes them (FC U(±1/√fan_in), norms γ = 1, β = 0), the
+ * second path a copy of the first (the code's deepcopy). */
+void fl_pg_gate_init(fl_pg_gate *g, int C, int HW, int L, int paths, int max_batch, sim_rng *r);
+void fl_pg_gate_free(fl_pg_gate *g);
+/* G and M for the batch x (B, C·HW); train: batch statistics (and running ones updated), else
+ * the running ones. */
+void fl_pg_gate_forward(fl_pg_gate *g, const float *x, int B, int train, double s_min);
+/* g->g += ∂/∂parameters given dG and dM (L each) of the last (training) forward. */
+void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM);
 
 #endif /* FL_PFEDGATE_H */

@@ -71,11 +71,11 @@ void nn_relu_backward(float *dx, const float *dy, const float *y, long n);
 
 /* Batch norm over features, x (B,C). train: batch statistics (biased variance), running stats
  * updated with momentum (unbiased variance, as PyTorch); eval: running statistics. Saves xhat
- * (B,C) and invstd (C) for backward. gamma/beta/rmean/rvar are (C). */
+ * (B,C) and invstd (C) for backward. gamma/beta/rmean/rvar are (C). y may alias x. */
 void nn_bn_forward(float *y, float *xhat, float *invstd, const float *x, const float *gamma,
                    const float *beta, float *rmean, float *rvar, int B, int C, int train,
                    float momentum, float eps);
-/* dx (B,C) = ∂/∂x of the training-mode forward; dgamma, dbeta (C) += */
+/* dx (B,C) = ∂/∂x of the training-mode forward (dx may alias dy); dgamma, dbeta (C) += */
 void nn_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *xhat,
                     const float *invstd, const float *gamma, int B, int C);
 

@@ -1,10 +1,13 @@
 /* tests/test_fl_pfedgate.c -- pFedGate (algos/pfedgate.c, spec 000): the block table of the
  * EMNIST CNN (40 blocks at B = 5, sizes as the spec lists them) and the achieved densities of the
  * code's selection, 0.434 at s = 0.5 and 0.246 at s = 0.3 whatever the scores, never above the
- * budget; the paper's split rule differs from the code's by rounding only at B = 5. */
+ * budget; the paper's split rule differs from the code's by rounding only at B = 5. The gating
+ * layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass a
+ * finite-difference check, which catches a broken one. */
 #include "algos/pfedgate.h"
 #include "sim/rng.h"
 #include "tests/check.h"
+#include "tests/gradcheck.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +65,64 @@ static void test_blocks(void)
     fl_pg_blocks_free(&c);
 }
 
+/* loss = Σ_b a_b·G_b + c_b·M_b of the gate on a fixed batch (train mode) */
+typedef struct gate_ctx {
+    fl_pg_gate *g;
+    const float *x, *a, *c;
+    int B;
+} gate_ctx;
+
+static double gate_loss(void *q)
+{
+    gate_ctx *k = q;
+    fl_pg_gate_forward(k->g, k->x, k->B, 1, 0.0);
+    double s = 0;
+    for (int b = 0; b < k->g->L; b++)
+        s += (double)k->a[b] * k->g->G[b] + (double)k->c[b] * k->g->M[b];
+    return s;
+}
+
+static void test_gate(int paths)
+{
+    enum { C = 2, HW = 9, L = 6, B = 5 };
+    sim_rng r;
+    sim_rng_seed(&r, 5, SIM_RNG_TEST, (uint64_t)paths);
+    fl_pg_gate g;
+    fl_pg_gate_init(&g, C, HW, L, paths, B, &r);
+    /* move every parameter off its initial value, so each has a gradient to check */
+    for (size_t j = 0; j < g.n_params; j++)
+        g.p[j] += (float)(0.3 * (2 * sim_rng_uniform(&r) - 1));
+    float x[B * C * HW], a[L], c[L];
+    for (int i = 0; i < B * C * HW; i++)
+        x[i] = (float)(3 * sim_rng_uniform(&r) + (i % HW == 0 ? 2 : 0));
+    for (int b = 0; b < L; b++) {
+        a[b] = (float)(2 * sim_rng_uniform(&r) - 1);
+        c[b] = (float)(2 * sim_rng_uniform(&r) - 1);
+    }
+    gate_ctx k = {&g, x, a, c, B};
+    gate_loss(&k);
+    memset(g.g, 0, sizeof(float) * g.n_params);
+    fl_pg_gate_backward(&g, a, c);
+    float *an = malloc(sizeof(float) * g.n_params);
+    memcpy(an, g.g, sizeof(float) * g.n_params);
+    CHECK_MSG(gc_check("gate", g.p, an, g.n_params, gate_loss, &k, (int)g.n_params, 1e-2, 2e-2,
+                       1e-4, (uint64_t)paths) == 0,
+              "gate gradients, %d path(s)", paths);
+    if (paths == 2) { /* the check can fail */
+        for (size_t j = 0; j < g.n_params; j++)
+            an[j] = -an[j];
+        printf("  (the next gradcheck failures are expected: a sign-flipped gradient)\n");
+        CHECK(gc_check("gate(broken)", g.p, an, g.n_params, gate_loss, &k, 20, 1e-2, 2e-2, 1e-4,
+                       9) > 0);
+    }
+    free(an);
+    fl_pg_gate_free(&g);
+}
+
 int main(void)
 {
     test_blocks();
+    test_gate(1);
+    test_gate(2);
     return CHECK_DONE();
 }
