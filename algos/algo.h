@@ -62,6 +62,20 @@ typedef struct fl_pews_config {
 } fl_pews_config;
 
 /* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
+/* pFedGate's settings (`algorithm.pfedgate:`; spec 000): a density budget s per client (one for
+ * all, or its capacity), B blocks per tensor, the gate's paths and lr, gradient-norm clipping,
+ * and the server's rule (per block over the clients that sent it, or the code's dense one). */
+typedef struct fl_pfedgate_config {
+    double s;           /* the budget when not by capacity */
+    int by_capacity;    /* s_i = the client's capacity r_i */
+    int blocks;         /* B */
+    int code_split;     /* B equal chunks per tensor instead of the paper's first-block rule */
+    int paths;          /* 2 (paper) or 1 (the code's default) */
+    double gate_lr;     /* η of the gating layer (the model's is algorithm.lr) */
+    double clip;        /* gradient-norm clip, model and gate separately (0: none) */
+    int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
+} fl_pfedgate_config;
+
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -75,6 +89,7 @@ typedef struct fl_config {
     fl_spafl_config spafl;
     fl_width_config width;
     fl_pews_config pews;
+    fl_pfedgate_config pfedgate;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -154,10 +169,16 @@ typedef struct fl_algo {
     /* Optional (NULL: always 1): the width client trains at, so the engine can check the model
      * it really trains against its device's memory. */
     double (*client_width)(const fl_env *env, int32_t client);
+    /* Optional (NULL: eval_params, then plain evaluation): client's personalized accuracy on the
+     * n samples idx of d, for models that change with each batch they see (pFedGate's gate);
+     * m is scratch sized for batches of up to m->max_batch; *density gets the model's density. */
+    double (*eval_client)(void *server, int32_t client, const void *priv, size_t priv_len,
+                          const nn_dataset *d, const int32_t *idx, int n, nn_model *m,
+                          double *density);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews;
+        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

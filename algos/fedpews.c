@@ -548,4 +548,5 @@ const fl_algo fl_fedpews = {"fedpews",
                             pews_load,
                             "masks.tsv",
                             pews_report,
+                            NULL,
                             NULL};

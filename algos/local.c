@@ -115,4 +115,5 @@ const fl_algo fl_local = {"local",
                           local_load,
                           NULL,
                           NULL,
+                          NULL,
                           NULL};

@@ -4,7 +4,10 @@
  */
 #include "algos/pfedgate.h"
 
+#include "algos/algo.h"
 #include "nn/ops.h"
+#include "nn/pack.h"
+#include "nn/train.h"
 #include "sim/base.h"
 
 #include <math.h>
@@ -344,6 +347,20 @@ void fl_pg_gate_forward(fl_pg_gate *g, const float *x, int B, int train, double 
     g->s_min = s_min;
 }
 
+void fl_pg_gate_fix(fl_pg_gate *g, double v)
+{
+    gate_at o = gate_offsets(g);
+    size_t dx = (size_t)g->C * g->HW, L = (size_t)g->L;
+    double logit = v >= 1 ? 40 : log(v / (1 - v)); /* σ(40) rounds to 1 in float */
+    for (int k = 0; k < g->paths; k++) {
+        memset(g->p + o.w[k], 0, sizeof(float) * L * dx);
+        for (size_t j = 0; j < L; j++) {
+            g->p[o.b[k] + j] = g->p[o.bg[k] + j] = 0;
+            g->p[o.bb[k] + j] = (float)logit;
+        }
+    }
+}
+
 void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM)
 {
     gate_at o = gate_offsets(g);
@@ -399,3 +416,445 @@ void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM)
             g->g[o.vw + (size_t)j] += (float)(gv[k] * wv[k] * ((k == j) - wv[j]));
         }
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* the algorithm
+ *
+ * Client i's budget s_i is the scenario's s, or its capacity r_i. Its block table depends on s_i
+ * through s_min (the first block of every tensor is ⌈n·s_min⌉ long), so the server rebuilds the
+ * sender's table to read an upload, and averages per parameter over the clients that sent it
+ * (the paper's rule, block by block). A job: the dense global model comes down; every batch the
+ * gate picks the blocks (I) and their scales (M), the model trains θ ⊙ expand(M·I) (dropped
+ * blocks are element-masked, so the FLOPs count as masked at the kept density and the device's
+ * sparse efficiency applies), and the gradients reach θ (scaled by M·I) and the gate (straight
+ * through: ∂/∂M_b = a_b·I_b, ∂/∂G_b = a_b·M_b·I_b, with a_b = Σ_{e∈b} θ_e·∂L/∂θ̃_e). Plain SGD
+ * for both (the paper's; the code adds momentum and weight decay, which would move the dropped
+ * blocks too and make every upload dense), norms clipped separately. Up goes the change of the
+ * union of the blocks used over the job's batches: a block bitmap and their values. The gate,
+ * with its running statistics, is the client's private state.
+ *
+ * Evaluation: each client's gate, in eval mode, on its test split in batches of 128 (one mask
+ * per batch, as the code), over the global model after aggregation. The code evaluates a client
+ * that just trained on its own post-training copy instead; keeping that copy would put the whole
+ * model in every client's private state, so every client here sees the same global model. */
+
+enum { PG_EVAL_BATCH = 128 };
+
+typedef struct pfedgate {
+    const fl_env *env; /* borrowed */
+    float *global;     /* n_floats */
+    double *num, *den; /* n_floats each: Σ weight·change and Σ weight since the last aggregation */
+    double all_mass;   /* the code's rule divides by every client's weight */
+    float *scratch;    /* n_floats: an upload's values */
+} pfedgate;
+
+static double budget(const fl_env *env, int32_t c)
+{
+    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    double s = g->by_capacity ? (env->capacity ? env->capacity[c] : 1) : g->s;
+    return s > 1 ? 1 : s;
+}
+
+static void client_blocks(fl_pg_blocks *b, const fl_env *env, int32_t c)
+{
+    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    fl_pg_blocks_build(b, env->arch, g->blocks, fl_pg_s_min(g->blocks, budget(env, c)),
+                       g->code_split);
+}
+
+/* The client's gate: from its private state, or fresh (seeded per client) on its first job. */
+static int load_gate(fl_pg_gate *gt, const fl_env *env, int32_t c, int L, int max_batch,
+                     const void *priv, size_t priv_len, sim_err *err)
+{
+    const nn_arch *a = env->arch;
+    sim_rng r;
+    sim_rng_seed(&r, env->seed, SIM_RNG_INIT_WEIGHTS, (uint64_t)1 << 40 | (uint32_t)c);
+    fl_pg_gate_init(gt, a->in_c, a->in_h * a->in_w, L, env->cfg->pfedgate.paths, max_batch, &r);
+    if (!priv) return SIM_OK;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    int rc = msgpack_unpack_next(&u, priv, priv_len, &off) == MSGPACK_UNPACK_SUCCESS
+                     ? nn_unpack_f32(gt->p, gt->n_state, &u.data, "gate state", err)
+                     : sim_fail(err, SIM_EFORMAT, "gate state", 0, 0, "not msgpack");
+    msgpack_unpacked_destroy(&u);
+    if (rc) fl_pg_gate_free(gt);
+    return rc;
+}
+
+static void *pfedgate_new(const fl_env *env, sim_err *err)
+{
+    (void)err;
+    pfedgate *s = sim_xcalloc(1, sizeof *s);
+    size_t nf = env->arch->layout.n_floats;
+    s->env = env;
+    s->global = sim_xcalloc(nf, sizeof(float));
+    s->scratch = sim_xcalloc(nf, sizeof(float));
+    s->num = sim_xcalloc(nf, sizeof(double));
+    s->den = sim_xcalloc(nf, sizeof(double));
+    nn_model m;
+    nn_model_init(&m, env->arch, 1);
+    fl_init_params(&m, env);
+    memcpy(s->global, m.params, nf * sizeof(float));
+    nn_model_destroy(&m);
+    for (int c = 0; c < env->part->n_clients; c++)
+        s->all_mass += env->cfg->uniform ? 1 : env->part->n[c];
+    return s;
+}
+
+static void pfedgate_free(void *p)
+{
+    pfedgate *s = p;
+    if (!s) return;
+    free(s->global);
+    free(s->scratch);
+    free(s->num);
+    free(s->den);
+    free(s);
+}
+
+static size_t pfedgate_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
+{
+    pfedgate *s = p;
+    (void)client, (void)round;
+    size_t before = out ? out->size : 0;
+    msgpack_sbuffer tmp;
+    msgpack_sbuffer_init(&tmp);
+    nn_pack_params(out ? out : &tmp, s->env->arch, s->global);
+    size_t n = out ? out->size - before : tmp.size;
+    msgpack_sbuffer_destroy(&tmp);
+    return n;
+}
+
+/* {"blocks": bitmap of the blocks sent, "data": their values in block order}: its length */
+static size_t up_bytes(const fl_pg_blocks *b, const uint8_t *used)
+{
+    size_t n = 0, bm = ((size_t)b->n + 7) / 8, db;
+    for (int i = 0; i < b->n; i++)
+        n += used[i] ? b->len[i] : 0;
+    db = 4 * n;
+    size_t hb = bm < 256 ? 2 : bm < 65536 ? 3 : 5, hd = db < 256 ? 2 : db < 65536 ? 3 : 5;
+    return 1 + 7 + hb + bm + 5 + hd + db;
+}
+
+static void pack_up(msgpack_sbuffer *sb, const fl_pg_blocks *b, const uint8_t *used,
+                    const float *delta)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    size_t bm = ((size_t)b->n + 7) / 8, n = 0;
+    unsigned char *bits = sim_xcalloc(bm + 1, 1);
+    for (int i = 0; i < b->n; i++)
+        if (used[i]) {
+            bits[i / 8] |= (unsigned char)(1u << (i % 8));
+            n += b->len[i];
+        }
+    nn_pack_str(&pk, "blocks");
+    msgpack_pack_bin(&pk, bm);
+    msgpack_pack_bin_body(&pk, bits, bm);
+    float *v = sim_xmalloc(sizeof(float) * (n + 1));
+    for (int i = 0, k = 0; i < b->n; i++)
+        if (used[i]) {
+            memcpy(v + k, delta + b->off[i], sizeof(float) * b->len[i]);
+            k += (int)b->len[i];
+        }
+    nn_pack_str(&pk, "data");
+    nn_pack_f32(&pk, v, n);
+    free(v);
+    free(bits);
+}
+
+/* Blocks whose importance is flat: what a job keeps before its gate has learned (cost-only). */
+static void flat_selection(const fl_pg_blocks *b, double s, double s_min, uint8_t *I)
+{
+    float *G = sim_xmalloc(sizeof(float) * (size_t)(b->n + 1));
+    int *order = sim_xmalloc(sizeof(int) * (size_t)(b->n + 1));
+    for (int i = 0; i < b->n; i++)
+        G[i] = 0.5f;
+    fl_pg_select(b, G, s, s_min, I, order);
+    free(G);
+    free(order);
+}
+
+/* Element masks of the kept blocks, one byte per float of the arena, and the per-tensor view. */
+static void set_block_masks(nn_model *m, const fl_pg_blocks *b, const uint8_t *I, uint8_t *mask)
+{
+    const nn_layout *L = &m->arch.layout;
+    const uint8_t *per[NN_MAX_TENSORS] = {0};
+    for (int i = 0; i < b->n; i++)
+        memset(mask + b->off[i], I[i] ? 1 : 0, b->len[i]);
+    for (int t = 0; t < L->n; t++)
+        per[t] = L->t[t].trainable ? mask + L->t[t].off : NULL;
+    nn_model_set_masks(m, per);
+}
+
+static void clip_norm(float *g, size_t n, double max)
+{
+    if (max <= 0) return;
+    double s = 0;
+    for (size_t j = 0; j < n; j++)
+        s += (double)g[j] * g[j];
+    double norm = sqrt(s);
+    if (norm > max)
+        for (size_t j = 0; j < n; j++)
+            g[j] = (float)(g[j] * (max / norm));
+}
+
+static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                          sim_err *err)
+{
+    const fl_pfedgate_config *cfg = &env->cfg->pfedgate;
+    nn_model *m = fl_worker_model(w, env);
+    size_t nf = env->arch->layout.n_floats;
+    int32_t c = job->client;
+    double s = budget(env, c), s_min = fl_pg_s_min(cfg->blocks, s);
+    fl_pg_blocks b;
+    client_blocks(&b, env, c);
+    int L = b.n;
+    uint8_t *I = sim_xcalloc((size_t)L, 1), *used = sim_xcalloc((size_t)L, 1);
+    uint8_t *mask = sim_xcalloc(nf, 1);
+    int rc = SIM_OK;
+    if (env->cost_only) { /* the cost of a job keeping what a flat gate keeps */
+        flat_selection(&b, s, s_min, I);
+        set_block_masks(m, &b, I, mask);
+        fl_local_sgd(env, job, m, 0, NULL, res);
+        nn_model_reset_narrowing(m);
+        res->up_bytes = up_bytes(&b, I);
+        goto done;
+    }
+    fl_pg_gate gt;
+    if ((rc = load_gate(&gt, env, c, L, env->cfg->batch_size, job->priv, job->priv_len, err)))
+        goto done;
+    if ((rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message",
+                               err))) {
+        fl_pg_gate_free(&gt);
+        goto done;
+    }
+    memcpy(w->ref, m->params, nf * sizeof(float));
+    float *theta = sim_xmalloc(nf * sizeof(float)), *Mt = sim_xmalloc(sizeof(float) * (size_t)L);
+    float *dG = sim_xmalloc(sizeof(float) * (size_t)L),
+          *dM = sim_xmalloc(sizeof(float) * (size_t)L);
+    int *order = sim_xmalloc(sizeof(int) * (size_t)L);
+    memcpy(theta, m->params, nf * sizeof(float));
+    fl_loop lp;
+    if (fl_loop_start(&lp, env, job, m)) {
+        double gate_lr = cfg->gate_lr * (env->cfg->lr > 0 ? lp.lr / env->cfg->lr : 1);
+        for (int nb; (nb = fl_loop_next(&lp));) {
+            if (nb < 2) continue; /* batch norm needs two samples (the code skips them too) */
+            fl_pg_gate_forward(&gt, lp.b.x, nb, 1, s_min);
+            fl_pg_select(&b, gt.G, s, s_min, I, order);
+            for (int i = 0; i < L; i++) {
+                Mt[i] = I[i] ? gt.M[i] : 0.0f;
+                used[i] |= I[i];
+                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                    m->params[e] = theta[e] * Mt[i];
+            }
+            set_block_masks(m, &b, I, mask);
+            nn_model_zero_grad(m);
+            lp.loss += nn_model_forward(m, lp.b.x, lp.b.y, nb, 1);
+            nn_model_backward(m);
+            for (int i = 0; i < L; i++) { /* straight through the selection */
+                double a = 0;
+                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                    a += (double)theta[e] * m->grads[e];
+                dM[i] = I[i] ? (float)a : 0.0f;
+                dG[i] = I[i] && s < 1 ? (float)(a * gt.M[i]) : 0.0f;
+                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                    m->grads[e] *= Mt[i];
+            }
+            memset(gt.g, 0, sizeof(float) * gt.n_params);
+            fl_pg_gate_backward(&gt, dG, dM);
+            double sq = 0; /* the model's gradient norm over its blocks */
+            for (int i = 0; i < L; i++)
+                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                    sq += (double)m->grads[e] * m->grads[e];
+            double scale = cfg->clip > 0 && sqrt(sq) > cfg->clip ? cfg->clip / sqrt(sq) : 1;
+            for (int i = 0; i < L; i++)
+                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                    theta[e] -= (float)(lp.lr * scale * m->grads[e]);
+            clip_norm(gt.g, gt.n_params, cfg->clip);
+            for (size_t j = 0; j < gt.n_params; j++)
+                gt.p[j] -= (float)(gate_lr * gt.g[j]);
+        }
+        fl_loop_finish(&lp, res);
+    }
+    nn_model_reset_narrowing(m);    /* the masks are freed below */
+    for (size_t j = 0; j < nf; j++) /* the change, in place in ref */
+        w->ref[j] = theta[j] - w->ref[j];
+    pack_up(&res->up, &b, used, w->ref);
+    res->up_bytes = res->up.size;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
+    nn_pack_f32(&pk, gt.p, gt.n_state);
+    fl_pg_gate_free(&gt);
+    free(theta), free(Mt), free(dG), free(dM), free(order);
+done:
+    fl_pg_blocks_free(&b);
+    free(I), free(used), free(mask);
+    return rc;
+}
+
+static int pfedgate_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                           double mass, sim_err *err)
+{
+    pfedgate *s = p;
+    (void)mass;
+    fl_pg_blocks b;
+    client_blocks(&b, s->env, client);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0, bm = ((size_t)b.n + 7) / 8, n = 0;
+    int rc = SIM_OK;
+    const msgpack_object *bits = NULL, *data = NULL;
+    if (!up || msgpack_unpack_next(&u, up, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        !(bits = nn_map_get(&u.data, "blocks")) || bits->type != MSGPACK_OBJECT_BIN ||
+        bits->via.bin.size != bm || !(data = nn_map_get(&u.data, "data")))
+        rc = sim_fail(err, SIM_EFORMAT, "up message", 0, 0,
+                      "not a pFedGate upload (\"blocks\": %zu bytes, \"data\")", bm);
+    const unsigned char *bb = rc ? NULL : (const unsigned char *)bits->via.bin.ptr;
+    for (int i = 0; !rc && i < b.n; i++)
+        if ((bb[i / 8] >> (i % 8)) & 1) n += b.len[i];
+    if (!rc) rc = nn_unpack_f32(s->scratch, n, data, "up message", err);
+    for (int i = 0, k = 0; !rc && i < b.n; i++) {
+        if (!((bb[i / 8] >> (i % 8)) & 1)) continue;
+        for (size_t e = 0; e < b.len[i]; e++) {
+            s->num[b.off[i] + e] += weight * (double)s->scratch[k + (int)e];
+            s->den[b.off[i] + e] += weight;
+        }
+        k += (int)b.len[i];
+    }
+    msgpack_unpacked_destroy(&u);
+    fl_pg_blocks_free(&b);
+    return rc;
+}
+
+static void pfedgate_aggregate(void *p)
+{
+    pfedgate *s = p;
+    const fl_config *cfg = s->env->cfg;
+    size_t nf = s->env->arch->layout.n_floats;
+    for (size_t j = 0; j < nf; j++) {
+        double by = cfg->pfedgate.code_aggregate ? s->all_mass : s->den[j];
+        if (s->den[j] > 0) s->global[j] += (float)(cfg->server_lr * s->num[j] / by);
+    }
+    memset(s->num, 0, nf * sizeof(double));
+    memset(s->den, 0, nf * sizeof(double));
+}
+
+static double pfedgate_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    pfedgate *s = p;
+    (void)client, (void)priv, (void)priv_len;
+    nn_model_reset_narrowing(m);
+    memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
+    return 1.0;
+}
+
+static double pfedgate_eval_client(void *p, int32_t c, const void *priv, size_t priv_len,
+                                   const nn_dataset *d, const int32_t *idx, int n, nn_model *m,
+                                   double *density)
+{
+    pfedgate *s = p;
+    const fl_env *env = s->env;
+    double bud = budget(env, c), s_min = fl_pg_s_min(env->cfg->pfedgate.blocks, bud);
+    fl_pg_blocks b;
+    client_blocks(&b, env, c);
+    int cap = m->max_batch < PG_EVAL_BATCH ? m->max_batch : PG_EVAL_BATCH, correct = 0;
+    fl_pg_gate gt;
+    sim_err err;
+    *density = 1;
+    if (load_gate(&gt, env, c, b.n, cap, priv, priv_len, &err)) { /* a stored state is ours */
+        fl_pg_blocks_free(&b);
+        return 0;
+    }
+    nn_model_reset_narrowing(m);
+    memcpy(m->params, s->global, env->arch->layout.n_floats * sizeof(float));
+    int feat = d->c * d->h * d->w, K = env->arch->classes;
+    float *x = sim_xmalloc(sizeof(float) * (size_t)cap * feat);
+    int32_t *y = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
+    uint8_t *I = sim_xmalloc((size_t)b.n);
+    int *order = sim_xmalloc(sizeof(int) * (size_t)b.n);
+    double dens = 0;
+    for (int off = 0; off < n; off += cap) {
+        int nb = n - off < cap ? n - off : cap;
+        nn_gather(x, y, d, idx + off, nb);
+        fl_pg_gate_forward(&gt, x, nb, 0, s_min);
+        dens += nb * fl_pg_select(&b, gt.G, bud, s_min, I, order);
+        for (int i = 0; i < b.n; i++) {
+            float sc = I[i] ? gt.M[i] : 0.0f;
+            for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                m->params[e] = s->global[e] * sc;
+        }
+        nn_model_forward(m, x, NULL, nb, 0);
+        for (int k = 0; k < nb; k++) {
+            const float *z = m->logits + (size_t)k * K;
+            int best = 0;
+            for (int j = 1; j < K; j++)
+                if (z[j] > z[best]) best = j;
+            correct += best == y[k];
+        }
+    }
+    *density = n > 0 ? dens / n : 1;
+    free(x), free(y), free(I), free(order);
+    fl_pg_gate_free(&gt);
+    fl_pg_blocks_free(&b);
+    return n > 0 ? (double)correct / n : 0;
+}
+
+/* [global floats, num doubles, den doubles], raw native-order bytes (read back by this build) */
+static void pfedgate_save(void *p, msgpack_packer *pk)
+{
+    pfedgate *s = p;
+    size_t nf = s->env->arch->layout.n_floats;
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_bin(pk, nf * sizeof(float));
+    msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
+    msgpack_pack_bin(pk, nf * sizeof(double));
+    msgpack_pack_bin_body(pk, s->num, nf * sizeof(double));
+    msgpack_pack_bin(pk, nf * sizeof(double));
+    msgpack_pack_bin_body(pk, s->den, nf * sizeof(double));
+}
+
+static int pfedgate_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    pfedgate *s = p;
+    size_t nf = s->env->arch->layout.n_floats;
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
+    if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
+        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(double) ||
+        a[2].type != MSGPACK_OBJECT_BIN || a[2].via.bin.size != nf * sizeof(double))
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit pfedgate with a %zu-parameter model", nf);
+    memcpy(s->global, a[0].via.bin.ptr, nf * sizeof(float));
+    memcpy(s->num, a[1].via.bin.ptr, nf * sizeof(double));
+    memcpy(s->den, a[2].via.bin.ptr, nf * sizeof(double));
+    return SIM_OK;
+}
+
+/* For the memory check: a sparse model of density s costs about what a √s-wide one does
+ * (spec 000 §3.3). */
+static double pfedgate_width(const fl_env *env, int32_t client)
+{
+    return sqrt(budget(env, client));
+}
+
+const fl_algo fl_pfedgate = {
+        "pfedgate",
+        "pFedGate: a private gate picks each batch's blocks under the client's "
+        "density budget",
+        1,
+        pfedgate_new,
+        pfedgate_free,
+        pfedgate_down,
+        pfedgate_train,
+        pfedgate_absorb,
+        pfedgate_aggregate,
+        pfedgate_eval,
+        pfedgate_save,
+        pfedgate_load,
+        NULL,
+        NULL,
+        pfedgate_width,
+        pfedgate_eval_client};

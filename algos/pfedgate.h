@@ -68,5 +68,8 @@ void fl_pg_gate_free(fl_pg_gate *g);
 void fl_pg_gate_forward(fl_pg_gate *g, const float *x, int B, int train, double s_min);
 /* g->g += ∂/∂parameters given dG and dM (L each) of the last (training) forward. */
 void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM);
+/* A gate that ignores its input: FC weights and BN scales 0, BN shifts logit(v), so G = M = v
+ * for every batch (tests; v in (0, 1]). */
+void fl_pg_gate_fix(fl_pg_gate *g, double v);
 
 #endif /* FL_PFEDGATE_H */

@@ -735,6 +735,7 @@ const fl_algo fl_spafl = {
         spafl_load,
         NULL,
         NULL,
+        NULL,
         NULL};
 const fl_algo fl_spafl_local = {"spafl-local",
                                 "SpaFL's Local baseline: the same pruned training, nothing sent",
@@ -748,6 +749,7 @@ const fl_algo fl_spafl_local = {"spafl-local",
                                 spafl_eval,
                                 spafl_save,
                                 spafl_load,
+                                NULL,
                                 NULL,
                                 NULL,
                                 NULL};

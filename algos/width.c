@@ -266,7 +266,8 @@ const fl_algo fl_heterofl = {"heterofl",
                              width_load,
                              NULL,
                              NULL,
-                             heterofl_width};
+                             heterofl_width,
+                             NULL};
 const fl_algo fl_fjord = {"fjord",
                           "FjORD: ordered dropout, a fresh width every job",
                           1,
@@ -281,7 +282,8 @@ const fl_algo fl_fjord = {"fjord",
                           width_load,
                           NULL,
                           NULL,
-                          fjord_width};
+                          fjord_width,
+                          NULL};
 const fl_algo fl_fedrolex = {"fedrolex",
                              "FedRolex: a window of its width's channels, rolling every round",
                              1,
@@ -296,4 +298,5 @@ const fl_algo fl_fedrolex = {"fedrolex",
                              width_load,
                              NULL,
                              NULL,
-                             heterofl_width};
+                             heterofl_width,
+                             NULL};

@@ -624,6 +624,13 @@ void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask)
     refresh(m);
 }
 
+void nn_model_set_masks(nn_model *m, const uint8_t *const *masks)
+{
+    for (int t = 0; t < m->arch.layout.n; t++)
+        m->emask[t] = masks[t];
+    refresh(m);
+}
+
 void nn_model_reset_narrowing(nn_model *m)
 {
     int narrowed = m->n_runs == 0; /* never refreshed yet */

@@ -146,6 +146,8 @@ void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep);
 void nn_model_set_row_masks(nn_model *m, const uint8_t *const *keep);
 /* Borrow an element mask for tensor ti (NULL removes it). */
 void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask);
+/* Borrow the element masks of every tensor at once (masks[t], NULL for none): one refresh. */
+void nn_model_set_masks(nn_model *m, const uint8_t *const *masks);
 /* Back to the full dense model. */
 void nn_model_reset_narrowing(nn_model *m);
 

@@ -373,8 +373,17 @@ static void evaluate(sim_engine *e)
         const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
         for (int32_t c = 0; c < e->n; c++) {
             if (env->part->n_test[c] <= 0) continue;
-            dens += e->spec.algo->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
-            e->c[c].acc = nn_evaluate(m, src, env->part->test_idx[c], env->part->n_test[c], NULL);
+            const fl_algo *a = e->spec.algo;
+            if (a->eval_client) {
+                double d = 1;
+                e->c[c].acc = a->eval_client(e->server, c, e->c[c].priv, e->c[c].priv_len, src,
+                                             env->part->test_idx[c], env->part->n_test[c], m, &d);
+                dens += d;
+            } else {
+                dens += a->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
+                e->c[c].acc =
+                        nn_evaluate(m, src, env->part->test_idx[c], env->part->n_test[c], NULL);
+            }
             acc[k++] = e->c[c].acc;
         }
         if (k) {

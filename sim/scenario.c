@@ -475,6 +475,34 @@ static int load_width(fl_width_config *c, section *alg, const char *name, sim_er
     return get_double(&s, "eval", 1e-6, 1, dflt, &c->eval, err);
 }
 
+static const char *const PG_SPLITS[] = {"paper", "code", NULL};
+static const char *const PG_AGGREGATE[] = {"paper", "code", NULL};
+
+/* `algorithm.pfedgate:` (read for pfedgate, checked for the others). s is a density budget in
+ * (0, 1], or `capacity`: each client's devices.capacity. */
+static int load_pfedgate(fl_pfedgate_config *c, section *alg, sim_err *err)
+{
+    char pre[96], sv[32];
+    section s = sub(alg, "pfedgate", pre, sizeof pre);
+    int rc = need_map(&s, "pfedgate", err);
+    if (rc || (rc = get_str(&s, "s", "1", sv, sizeof sv, err))) return rc;
+    c->by_capacity = !strcmp(sv, "capacity");
+    if (!c->by_capacity) {
+        char *end;
+        c->s = strtod(sv, &end);
+        if (end == sv || *end || !(c->s > 0 && c->s <= 1))
+            return sim_yaml_fail(sim_yaml_get(s.map, "s"), err,
+                                 "s: '%s' is not a density in (0, 1] or capacity", sv);
+    }
+    if ((rc = get_int(&s, "blocks", 2, 64, 5, &c->blocks, err)) ||
+        (rc = get_choice(&s, "split", PG_SPLITS, 0, &c->code_split, err)) ||
+        (rc = get_int(&s, "paths", 1, 2, 2, &c->paths, err)) ||
+        (rc = get_double(&s, "gate_lr", 0, 1e3, 0.1, &c->gate_lr, err)) ||
+        (rc = get_double(&s, "clip", 0, 1e9, 10, &c->clip, err)))
+        return rc;
+    return get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err);
+}
+
 static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
 static const char *const PEWS_MODES[] = {"learned", "fixed", NULL};
 static const char *const PEWS_THETA[] = {"prob", "binary", NULL};
@@ -535,6 +563,9 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         return rc;
     if ((!strcmp(c->name, "fedpews") || sim_yaml_get(s.map, "pews")) &&
         (rc = load_pews(&c->pews, &s, sc->spec.fed.rounds, err)))
+        return rc;
+    if ((!strcmp(c->name, "pfedgate") || sim_yaml_get(s.map, "pfedgate")) &&
+        (rc = load_pfedgate(&c->pfedgate, &s, err)))
         return rc;
     if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
         sim_yaml_get(s.map, "width"))

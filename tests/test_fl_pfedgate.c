@@ -4,7 +4,9 @@
  * budget; the paper's split rule differs from the code's by rounding only at B = 5. The gating
  * layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass a
  * finite-difference check, which catches a broken one. */
+#include "algos/algo.h"
 #include "algos/pfedgate.h"
+#include "nn/pack.h"
 #include "sim/rng.h"
 #include "tests/check.h"
 #include "tests/gradcheck.h"
@@ -119,10 +121,115 @@ static void test_gate(int paths)
     fl_pg_gate_free(&g);
 }
 
+/* One job of client c from server (with the client's private state priv), its result. */
+static void job(const fl_algo *a, const fl_env *env, void *server, int c,
+                const msgpack_sbuffer *priv, fl_result *res, fl_worker *w)
+{
+    msgpack_sbuffer down;
+    msgpack_sbuffer_init(&down);
+    a->job_down(server, c, 0, &down);
+    fl_job j = {c,
+                0,
+                down.data,
+                down.size,
+                priv ? priv->data : NULL,
+                priv ? priv->size : 0,
+                (uint64_t)c << 32};
+    sim_err err = {0};
+    fl_result_init(res);
+    int rc = a->client_train(env, &j, w, res, &err);
+    CHECK_MSG(rc == SIM_OK, "%s: %s", a->name, err.msg);
+    msgpack_sbuffer_destroy(&down);
+}
+
+/* A gate fixed at G = M = 1 with budget 1 makes pFedGate FedAvg: the same changes uploaded (as
+ * every block), and the same global model after per-block aggregation. At M = 1/2 the model
+ * trains θ/2, and its gradient reaches θ halved. */
+static void test_equals_fedavg(void)
+{
+    nn_dataset train = {0}, test = {0};
+    nn_partition part;
+    nn_arch a;
+    sim_err err = {0};
+    if (nn_fmnist_load(&train, &test, "/usr/share/datasets/fashion-mnist", &err)) {
+        printf("  (Fashion-MNIST not installed: skipped)\n");
+        return;
+    }
+    CHECK(nn_partition_iid(&part, &train, 200, 3, &err) == SIM_OK);
+    CHECK(nn_arch_build(&a, "mlp:784-16-10", 1, 28, 28, 10, &err) == SIM_OK);
+    fl_config cfg = {.name = "pfedgate",
+                     .local_steps = 4,
+                     .batch_size = 32,
+                     .lr = 0.05,
+                     .lr_decay = 1,
+                     .server_lr = 1};
+    cfg.pfedgate = (fl_pfedgate_config){.s = 1, .blocks = 5, .paths = 2};
+    fl_env env = {&cfg, &a, &train, &test, &part, 4, 0, NULL};
+    size_t nf = a.layout.n_floats;
+    fl_worker w;
+    fl_worker_init(&w);
+    void *sg = fl_pfedgate.server_new(&env, &err), *sa = fl_fedavg.server_new(&env, &err);
+    fl_pg_blocks b;
+    fl_pg_blocks_build(&b, &a, 5, fl_pg_s_min(5, 1), 0);
+    fl_pg_gate gt;
+    sim_rng r;
+    sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
+    fl_pg_gate_init(&gt, a.in_c, a.in_h * a.in_w, b.n, 2, 32, &r);
+    fl_pg_gate_fix(&gt, 1);
+    msgpack_sbuffer priv;
+    msgpack_sbuffer_init(&priv);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
+    nn_pack_f32(&pk, gt.p, gt.n_state);
+    float *dg = malloc(sizeof(float) * nf), *da = malloc(sizeof(float) * nf);
+    double worst = 0;
+    for (int c = 0; c < 2; c++) {
+        fl_result rg, ra;
+        job(&fl_pfedgate, &env, sg, c, &priv, &rg, &w);
+        job(&fl_fedavg, &env, sa, c, NULL, &ra, &w);
+        CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        size_t off = 0;
+        CHECK(msgpack_unpack_next(&u, rg.up.data, rg.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        CHECK(nn_unpack_f32(dg, b.d, nn_map_get(&u.data, "data"), "pfedgate", &err) == SIM_OK);
+        msgpack_unpacked_destroy(&u);
+        for (int i = 0, k = 0; i < b.n; i++)
+            for (size_t e = 0; e < b.len[i]; e++, k++)
+                worst = fmax(worst, fabs(dg[k] - da[b.off[i] + e]));
+        CHECK(fl_pfedgate.server_absorb(sg, c, rg.up.data, rg.up.size, 3 + c, 3 + c, &err) ==
+              SIM_OK);
+        CHECK(fl_fedavg.server_absorb(sa, c, ra.up.data, ra.up.size, 3 + c, 3 + c, &err) == SIM_OK);
+        fl_result_destroy(&rg), fl_result_destroy(&ra);
+    }
+    CHECK_MSG(worst < 1e-6, "pFedGate at G = M = 1 uploads FedAvg's change within %g", worst);
+    fl_pfedgate.server_aggregate(sg);
+    fl_fedavg.server_aggregate(sa);
+    nn_model mg, ma;
+    nn_model_init(&mg, &a, 1);
+    nn_model_init(&ma, &a, 1);
+    fl_pfedgate.eval_params(sg, -1, NULL, 0, &mg);
+    fl_fedavg.eval_params(sa, -1, NULL, 0, &ma);
+    worst = 0;
+    for (size_t j = 0; j < nf; j++)
+        worst = fmax(worst, fabs(mg.params[j] - ma.params[j]));
+    CHECK_MSG(worst < 1e-6, "per-block aggregation of full uploads is FedAvg within %g", worst);
+    nn_model_destroy(&mg), nn_model_destroy(&ma);
+    msgpack_sbuffer_destroy(&priv);
+    fl_pg_gate_free(&gt);
+    fl_pg_blocks_free(&b);
+    free(dg), free(da);
+    fl_pfedgate.server_free(sg), fl_fedavg.server_free(sa);
+    fl_worker_destroy(&w);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+}
+
 int main(void)
 {
     test_blocks();
     test_gate(1);
     test_gate(2);
+    test_equals_fedavg();
     return CHECK_DONE();
 }
