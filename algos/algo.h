@@ -178,7 +178,7 @@ typedef struct fl_algo {
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate;
+        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

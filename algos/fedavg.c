@@ -1,5 +1,6 @@
 /* algos/fedavg.c -- FedAvg (McMahan et al.) and FedProx (Li et al.), which differs only in the
- * client's proximal term mu/2·||w − w_global||².
+ * client's proximal term mu/2·||w − w_global||², and FedAvg-FT, FedAvg whose clients are each
+ * evaluated after fine-tuning the global model for one local epoch (pFedGate's baseline).
  *
  * Clients upload the change of their model (trained − received) rather than the model itself: the
  * same bytes, and the form the server needs both for plain FedAvg (the sample-weighted mean change
@@ -10,6 +11,7 @@
 #include "algos/algo.h"
 
 #include "nn/pack.h"
+#include "nn/train.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,32 @@ static double fedavg_eval(void *p, int32_t client, const void *priv, size_t priv
     return 1.0;
 }
 
+/* FedAvg-FT's personalized accuracy: the global model after one epoch of plain SGD on the
+ * client's training samples (its batch size and base lr; batch order seeded per client). */
+static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_len,
+                             const nn_dataset *d, const int32_t *idx, int n, nn_model *m,
+                             double *density)
+{
+    fedavg *s = p;
+    const fl_env *env = s->env;
+    (void)priv, (void)priv_len;
+    fedavg_eval(p, c, NULL, 0, m);
+    int nc = env->part->n[c], B = env->cfg->batch_size;
+    if (B > m->max_batch) B = m->max_batch;
+    if (nc > 0) {
+        sim_rng r;
+        sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, (uint64_t)1 << 62 | (uint32_t)c);
+        nn_batcher b;
+        nn_batcher_init(&b, env->train, env->part->idx[c], nc, B, 0, &r);
+        nn_sgd opt = {(float)env->cfg->lr, 0, 0, (float)env->cfg->clip};
+        for (int nb; (nb = nn_batcher_next(&b));)
+            nn_model_train_step(m, &opt, b.x, b.y, nb);
+        nn_batcher_destroy(&b);
+    }
+    *density = 1;
+    return nn_evaluate(m, d, idx, n, NULL);
+}
+
 /* [global floats, acc doubles, mass] with the arrays as raw native-order bytes: a checkpoint is
  * read back by the same build, and raw bytes keep every bit (NaN payloads included). acc and mass
  * are zero at every point the engine checkpoints, but saving them keeps this exact anywhere. */
@@ -206,3 +234,20 @@ const fl_algo fl_fedprox = {"fedprox",
                             NULL,
                             NULL,
                             NULL};
+const fl_algo fl_fedavg_ft = {"fedavg-ft",
+                              "FedAvg-FT: FedAvg, each client evaluated after a local epoch of "
+                              "fine-tuning",
+                              1,
+                              fedavg_new,
+                              fedavg_free,
+                              fedavg_down,
+                              fedavg_train,
+                              fedavg_absorb,
+                              fedavg_aggregate,
+                              fedavg_eval,
+                              fedavg_save,
+                              fedavg_load,
+                              NULL,
+                              NULL,
+                              NULL,
+                              ft_eval_client};

@@ -1,7 +1,9 @@
 /* tests/test_fl_algos.c -- algorithm invariants through the fl_algo interface: FedProx with mu = 0
  * is FedAvg bit for bit; one client with one local step makes FedAvg plain SGD; aggregating
  * identical updates returns that update; a malformed update is rejected; cost-only mode reports
- * exactly the FLOPs real training executes; local-only sends nothing and keeps its model. */
+ * exactly the FLOPs real training executes; local-only sends nothing and keeps its model;
+ * FedAvg-FT evaluates a client after an epoch of fine-tuning on its own samples, which fits them
+ * better than the global model does, and leaves the global model as it was. */
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "nn/train.h"
@@ -180,6 +182,20 @@ int main(void)
     fl_worker_destroy(&w);
     free(da), free(dp);
     CHECK(fl_algo_find("fedprox") == &fl_fedprox && fl_algo_find("nope") == NULL);
+
+    /* FedAvg-FT: on client 2's own training samples, the fine-tuned model beats the global one */
+    void *sf = fl_fedavg_ft.server_new(&env, &err);
+    nn_model em;
+    nn_model_init(&em, &arch, 64);
+    double dens = 0, before, after;
+    fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &em);
+    before = nn_evaluate(&em, &train, part.idx[2], part.n[2], NULL);
+    after = fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[2], part.n[2], &em, &dens);
+    CHECK_MSG(after > before && dens == 1, "fine-tuned %.3f, global %.3f", after, before);
+    fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &em);
+    CHECK(nn_evaluate(&em, &train, part.idx[2], part.n[2], NULL) == before);
+    nn_model_destroy(&em);
+    fl_fedavg_ft.server_free(sf);
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);

@@ -3,7 +3,9 @@
  * code's selection, 0.434 at s = 0.5 and 0.246 at s = 0.3 whatever the scores, never above the
  * budget; the paper's split rule differs from the code's by rounding only at B = 5. The gating
  * layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass a
- * finite-difference check, which catches a broken one. */
+ * finite-difference check, which catches a broken one. With the gate fixed at G = M = 1 and no
+ * budget, a job uploads FedAvg's change and per-block aggregation gives FedAvg's model; at
+ * M = 1/2 the straight-through scaling makes the change twice FedAvg's on θ/2 at a quarter lr. */
 #include "algos/algo.h"
 #include "algos/pfedgate.h"
 #include "nn/pack.h"
@@ -214,6 +216,56 @@ static void test_equals_fedavg(void)
     for (size_t j = 0; j < nf; j++)
         worst = fmax(worst, fabs(mg.params[j] - ma.params[j]));
     CHECK_MSG(worst < 1e-6, "per-block aggregation of full uploads is FedAvg within %g", worst);
+    /* M = 1/2: client 0 trains θ̃ = θ/2 and θ moves by M·∂L/∂θ̃, which is FedAvg on θ/2 at a
+     * quarter of the lr, its change doubled */
+    fl_pg_gate_fix(&gt, 0.5);
+    msgpack_sbuffer_clear(&priv);
+    nn_pack_f32(&pk, gt.p, gt.n_state);
+    msgpack_sbuffer half;
+    msgpack_sbuffer_init(&half);
+    msgpack_packer hp;
+    msgpack_packer_init(&hp, &half, msgpack_sbuffer_write);
+    float *g2 = malloc(sizeof(float) * nf);
+    double *zero = calloc(nf, sizeof(double));
+    for (size_t j = 0; j < nf; j++)
+        g2[j] = mg.params[j] / 2;
+    msgpack_pack_array(&hp, 3);
+    msgpack_pack_bin(&hp, nf * sizeof(float));
+    msgpack_pack_bin_body(&hp, g2, nf * sizeof(float));
+    msgpack_pack_bin(&hp, nf * sizeof(double));
+    msgpack_pack_bin_body(&hp, zero, nf * sizeof(double));
+    msgpack_pack_double(&hp, 0);
+    msgpack_unpacked hu;
+    msgpack_unpacked_init(&hu);
+    size_t hoff = 0;
+    CHECK(msgpack_unpack_next(&hu, half.data, half.size, &hoff) == MSGPACK_UNPACK_SUCCESS);
+    CHECK(fl_fedavg.server_load(sa, &hu.data, &err) == SIM_OK);
+    msgpack_unpacked_destroy(&hu);
+    fl_result rg, ra;
+    job(&fl_pfedgate, &env, sg, 0, &priv, &rg, &w);
+    cfg.lr = 0.05 / 4;
+    job(&fl_fedavg, &env, sa, 0, NULL, &ra, &w);
+    cfg.lr = 0.05;
+    CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    CHECK(msgpack_unpack_next(&u, rg.up.data, rg.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    CHECK(nn_unpack_f32(dg, b.d, nn_map_get(&u.data, "data"), "pfedgate", &err) == SIM_OK);
+    msgpack_unpacked_destroy(&u);
+    worst = 0;
+    double scale = 0;
+    for (int i = 0, k = 0; i < b.n; i++)
+        for (size_t e = 0; e < b.len[i]; e++, k++) {
+            worst = fmax(worst, fabs(dg[k] - 2 * da[b.off[i] + e]));
+            scale = fmax(scale, fabs(dg[k]));
+        }
+    CHECK_MSG(scale > 1e-4 && worst < 1e-4 * scale,
+              "at M = 1/2 the change is twice FedAvg's on θ/2 at lr/4 within %g (largest %g)",
+              worst, scale);
+    fl_result_destroy(&rg), fl_result_destroy(&ra);
+    free(g2), free(zero);
+    msgpack_sbuffer_destroy(&half);
     nn_model_destroy(&mg), nn_model_destroy(&ma);
     msgpack_sbuffer_destroy(&priv);
     fl_pg_gate_free(&gt);
