@@ -191,6 +191,8 @@ void fl_worker_destroy(fl_worker *w);
 nn_model *fl_worker_model(fl_worker *w, const fl_env *env);
 /* Initial global parameters: the same in every process for a seed. */
 void fl_init_params(nn_model *m, const fl_env *env);
+/* A fresh n_floats array holding them (the caller frees it). */
+float *fl_initial_params(const fl_env *env);
 /* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in
  * batches, each epoch ending on a short batch), its lr (decayed by round), and its minibatches
  * from the stream (seed, SIM_RNG_BATCHES, job->stream). Algorithms with their own step (SpaFL,

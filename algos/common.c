@@ -54,6 +54,18 @@ void fl_init_params(nn_model *m, const fl_env *env)
     nn_model_init_params(m, &r);
 }
 
+float *fl_initial_params(const fl_env *env)
+{
+    size_t nf = env->arch->layout.n_floats;
+    float *p = sim_xmalloc(nf * sizeof(float));
+    nn_model m;
+    nn_model_init(&m, env->arch, 1);
+    fl_init_params(&m, env);
+    memcpy(p, m.params, nf * sizeof(float));
+    nn_model_destroy(&m);
+    return p;
+}
+
 /* Cost of `steps` steps over n samples in batches of B, each epoch ending on a short batch. */
 static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result *res)
 {

@@ -43,14 +43,9 @@ static void *fedavg_new(const fl_env *env, sim_err *err)
     fedavg *s = sim_xcalloc(1, sizeof *s);
     size_t nf = env->arch->layout.n_floats;
     s->env = env;
-    s->global = sim_xcalloc(nf, sizeof(float));
+    s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(nf, sizeof(float));
     s->acc = sim_xcalloc(nf, sizeof(double));
-    nn_model m;
-    nn_model_init(&m, env->arch, 1);
-    fl_init_params(&m, env);
-    memcpy(s->global, m.params, nf * sizeof(float));
-    nn_model_destroy(&m);
     s->msg_bytes = packed_size(env->arch);
     return s;
 }

@@ -19,12 +19,7 @@ static void *local_new(const fl_env *env, sim_err *err)
     (void)err;
     local_server *s = sim_xcalloc(1, sizeof *s);
     s->env = env;
-    nn_model m;
-    nn_model_init(&m, env->arch, 1);
-    fl_init_params(&m, env);
-    s->init = sim_xmalloc(env->arch->layout.n_floats * sizeof(float));
-    memcpy(s->init, m.params, env->arch->layout.n_floats * sizeof(float));
-    nn_model_destroy(&m);
+    s->init = fl_initial_params(env);
     return s;
 }
 

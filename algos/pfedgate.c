@@ -488,15 +488,10 @@ static void *pfedgate_new(const fl_env *env, sim_err *err)
     pfedgate *s = sim_xcalloc(1, sizeof *s);
     size_t nf = env->arch->layout.n_floats;
     s->env = env;
-    s->global = sim_xcalloc(nf, sizeof(float));
+    s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(nf, sizeof(float));
     s->num = sim_xcalloc(nf, sizeof(double));
     s->den = sim_xcalloc(nf, sizeof(double));
-    nn_model m;
-    nn_model_init(&m, env->arch, 1);
-    fl_init_params(&m, env);
-    memcpy(s->global, m.params, nf * sizeof(float));
-    nn_model_destroy(&m);
     for (int c = 0; c < env->part->n_clients; c++)
         s->all_mass += env->cfg->uniform ? 1 : env->part->n[c];
     return s;

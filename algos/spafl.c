@@ -331,19 +331,14 @@ static void *server_new(const fl_env *env, int local)
     s->env = env;
     s->local = local;
     shape_of(&s->sh, env->arch);
-    size_t nt = (size_t)n_tau(&s->sh) + 1, nf = env->arch->layout.n_floats;
+    size_t nt = (size_t)n_tau(&s->sh) + 1;
     s->tau = sim_xcalloc(nt, sizeof(float));
     s->prev = sim_xcalloc(nt, sizeof(float));
     s->delta = sim_xcalloc(nt, sizeof(float));
     s->acc = sim_xcalloc(nt, sizeof(double));
     s->ev.tau = sim_xcalloc(nt, sizeof(float));
     s->keep = sim_xcalloc(nt, 1);
-    nn_model m;
-    nn_model_init(&m, env->arch, 1);
-    fl_init_params(&m, env);
-    s->init = sim_xmalloc(nf * sizeof(float));
-    memcpy(s->init, m.params, nf * sizeof(float));
-    nn_model_destroy(&m);
+    s->init = fl_initial_params(env);
     return s;
 }
 

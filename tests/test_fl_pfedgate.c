@@ -144,6 +144,19 @@ static void job(const fl_algo *a, const fl_env *env, void *server, int c,
     msgpack_sbuffer_destroy(&down);
 }
 
+/* The n values of a pFedGate upload (every block sent) into v. */
+static void read_up(const fl_result *r, float *v, size_t n)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    sim_err err = {0};
+    CHECK(msgpack_unpack_next(&u, r->up.data, r->up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *data = nn_map_get(&u.data, "data");
+    CHECK(data && nn_unpack_f32(v, n, data, "pfedgate", &err) == SIM_OK);
+    msgpack_unpacked_destroy(&u);
+}
+
 /* A gate fixed at G = M = 1 with budget 1 makes pFedGate FedAvg: the same changes uploaded (as
  * every block), and the same global model after per-block aggregation. At M = 1/2 the model
  * trains θ/2, and its gradient reaches θ halved. */
@@ -190,12 +203,7 @@ static void test_equals_fedavg(void)
         job(&fl_pfedgate, &env, sg, c, &priv, &rg, &w);
         job(&fl_fedavg, &env, sa, c, NULL, &ra, &w);
         CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
-        msgpack_unpacked u;
-        msgpack_unpacked_init(&u);
-        size_t off = 0;
-        CHECK(msgpack_unpack_next(&u, rg.up.data, rg.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
-        CHECK(nn_unpack_f32(dg, b.d, nn_map_get(&u.data, "data"), "pfedgate", &err) == SIM_OK);
-        msgpack_unpacked_destroy(&u);
+        read_up(&rg, dg, b.d);
         for (int i = 0, k = 0; i < b.n; i++)
             for (size_t e = 0; e < b.len[i]; e++, k++)
                 worst = fmax(worst, fabs(dg[k] - da[b.off[i] + e]));
@@ -247,12 +255,7 @@ static void test_equals_fedavg(void)
     job(&fl_fedavg, &env, sa, 0, NULL, &ra, &w);
     cfg.lr = 0.05;
     CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    CHECK(msgpack_unpack_next(&u, rg.up.data, rg.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
-    CHECK(nn_unpack_f32(dg, b.d, nn_map_get(&u.data, "data"), "pfedgate", &err) == SIM_OK);
-    msgpack_unpacked_destroy(&u);
+    read_up(&rg, dg, b.d);
     worst = 0;
     double scale = 0;
     for (int i = 0, k = 0; i < b.n; i++)
