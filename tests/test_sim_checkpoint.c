@@ -39,6 +39,8 @@ static const char *const variants[][2] = {
         {"fjord", "--set algorithm.name=fjord"},
         /* the warmup (scores in private state, masks.tsv rows in server state) crosses it */
         {"fedpews", "--set algorithm.name=fedpews --set algorithm.pews.warmup=0.6"},
+        /* the gates (private, with their running statistics) and per-parameter sums */
+        {"pfedgate", "--set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.5"},
 };
 
 static int status_of(int st)
