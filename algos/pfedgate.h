@@ -50,8 +50,10 @@ double fl_pg_select(const fl_pg_blocks *b, const float *G, double s, double s_mi
 typedef struct fl_pg_gate {
     int C, HW, L, paths, max_batch;
     size_t n_params; /* trainable floats, at the start of p */
-    size_t n_state;  /* all of p: the parameters, then the running statistics */
-    float *p, *g;    /* p: n_state floats; g: n_params gradients (backward adds) */
+    size_t n_state;  /* the parameters, then the running statistics */
+    size_t n_saved;  /* all of p, what the private state holds: n_state, then v */
+    float *p, *g;    /* p: n_saved floats; g: n_params gradients (backward adds) */
+    float *v;        /* p + n_state: the parameters' SGD momentum */
     float *G, *M;    /* L each: the last forward's outputs */
     float *Gsum;     /* L: G before the clip */
     int B;           /* the last forward's batch, and its clip */

@@ -195,7 +195,7 @@ static void test_equals_fedavg(void)
     msgpack_sbuffer_init(&priv);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
-    nn_pack_f32(&pk, gt.p, gt.n_state);
+    nn_pack_f32(&pk, gt.p, gt.n_saved);
     float *dg = malloc(sizeof(float) * nf), *da = malloc(sizeof(float) * nf);
     double worst = 0;
     for (int c = 0; c < 2; c++) {
@@ -228,7 +228,7 @@ static void test_equals_fedavg(void)
      * quarter of the lr, its change doubled */
     fl_pg_gate_fix(&gt, 0.5);
     msgpack_sbuffer_clear(&priv);
-    nn_pack_f32(&pk, gt.p, gt.n_state);
+    nn_pack_f32(&pk, gt.p, gt.n_saved);
     msgpack_sbuffer half;
     msgpack_sbuffer_init(&half);
     msgpack_packer hp;
