@@ -283,6 +283,27 @@ static void test_capacity(void)
     free(r.trace);
 }
 
+/* pFedGate: a lower density budget makes the rounds shorter (sparse training on devices that turn
+ * sparsity into speed, smaller uploads) and sends fewer bytes. */
+static void test_pfedgate_budget(void)
+{
+    const char *common[] = {"devices.profiles.slow.sparse_eff=1",
+                            "devices.profiles.fast.sparse_eff=1", "eval.every=0",
+                            "algorithm.name=pfedgate", ""};
+    const char *budgets[] = {"algorithm.pfedgate.s=1", "algorithm.pfedgate.s=0.3"};
+    run r[2];
+    for (int i = 0; i < 2; i++) {
+        common[4] = budgets[i];
+        run_text(&r[i], base_yaml(), common, 5);
+        CHECK_MSG(r[i].rc == 0, "%s", r[i].err);
+    }
+    CHECK_MSG(r[1].t.now < r[0].t.now && r[1].t.bytes_up < r[0].t.bytes_up,
+              "s = 0.3: %lld ns, %.0f B up; s = 1: %lld ns, %.0f B", (long long)r[1].t.now,
+              r[1].t.bytes_up, (long long)r[0].t.now, r[0].t.bytes_up);
+    for (int i = 0; i < 2; i++)
+        free(r[i].trace);
+}
+
 /* Async FedBuff: 4 in flight, aggregate every 2 arrivals; slow clients' updates are stale. */
 static void test_async(void)
 {
@@ -418,6 +439,7 @@ int main(void)
     test_offline();
     test_memory_exclusion();
     test_capacity();
+    test_pfedgate_budget();
     test_async();
     test_staleness_weights();
     test_divergence();
