@@ -635,6 +635,17 @@ static int cmd_check(int argc, char **argv)
     printf("\n# model %s: %zu parameters; a job of %.0f samples (%d steps of %d) executes %.3g "
            "FLOPs; a dense message is %s; training needs %s\n",
            sc.model, sc.arch.layout.n_params, avg, steps, B, flops, ms, mm);
+    /* what the clients' capacities make of the model, for algorithms that size it by client */
+    double rlo = 1, rhi = 0, rsum = 0, wlo = 1, whi = 0, wsum = 0;
+    for (int c = 0; c < n && sc.spec.algo->client_width; c++) {
+        double r = sc.capacity[c], w = sc.spec.algo->client_width(&sc.spec.env, c);
+        rlo = r < rlo ? r : rlo, rhi = r > rhi ? r : rhi, rsum += r;
+        wlo = w < wlo ? w : wlo, whi = w > whi ? w : whi, wsum += w;
+    }
+    if (sc.spec.algo->client_width)
+        printf("# capacity r_i: %.3g … %.3g, mean %.3g; models trained %.3g … %.3g wide, mean "
+               "%.3g (a sparse one counts as √density wide)\n",
+               rlo, rhi, rsum / n, wlo, whi, wsum / n);
     printf("# %-20s %8s %12s %12s %12s %12s %6s\n", "device", "clients", "download", "train",
            "upload", "job", "fits");
     for (int c = 0; c < n; c++) {

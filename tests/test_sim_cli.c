@@ -127,6 +127,18 @@ int main(void)
     char *txt = test_slurp(opts, &len);
     CHECK(txt && strstr(txt, "upload_done") && strstr(txt, "aggregate"));
     free(txt);
+    /* check tells what the clients' capacities make of the model (HeteroFL's halvings of uniform
+     * capacities 1/8 … 1: widths 0.25 … 1) */
+    snprintf(opts, sizeof opts, "%s/check.txt", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s check scenarios/tiny.yaml --set algorithm.name=heterofl --set "
+             "algorithm.width.by=capacity --set devices.capacity=uniform > %s",
+             bin, opts);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(opts, &len);
+    CHECK_MSG(txt && strstr(txt, "capacity r_i: 0.125 … 1, mean 0.562; models trained 0.25 … 1"),
+              "fedsim check: %s", txt ? strstr(txt, "# capacity") : "(nothing)");
+    free(txt);
     test_bad();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
