@@ -6,7 +6,8 @@
  * order (bit u of byte u/8, least significant first), and "data" the live parameters' float32
  * values in layout order. The receiver narrows its own model by the bitmap and so knows which
  * parameters the values are: the bitmap costs ⌈h/8⌉ bytes for h hidden units, less than a
- * parameter bitmap or index list would. Used by HeteroFL/FjORD (width.c) and FedPeWS (fedpews.c).
+ * parameter bitmap or index list would. Used by HeteroFL/FjORD/FedRolex (width.c) and FedPeWS
+ * (fedpews.c).
  */
 #ifndef FL_SUBMODEL_H
 #define FL_SUBMODEL_H
