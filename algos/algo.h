@@ -193,6 +193,8 @@ nn_model *fl_worker_model(fl_worker *w, const fl_env *env);
 void fl_init_params(nn_model *m, const fl_env *env);
 /* A fresh n_floats array holding them (the caller frees it). */
 float *fl_initial_params(const fl_env *env);
+/* The encoded length of a dense parameter message for a (nn_pack_params). */
+size_t fl_dense_msg_bytes(const nn_arch *a);
 /* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in
  * batches, each epoch ending on a short batch), its lr (decayed by round), and its minibatches
  * from the stream (seed, SIM_RNG_BATCHES, job->stream). Algorithms with their own step (SpaFL,

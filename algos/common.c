@@ -1,7 +1,8 @@
 /* algos/common.c -- pieces every algorithm shares: results, worker scratch, the common initial
- * model and the local SGD loop a client job runs. */
+ * model, the dense message's length and the local SGD loop a client job runs. */
 #include "algos/algo.h"
 
+#include "nn/pack.h"
 #include "nn/train.h"
 
 #include <math.h>
@@ -52,6 +53,18 @@ void fl_init_params(nn_model *m, const fl_env *env)
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_INIT_WEIGHTS, 0);
     nn_model_init_params(m, &r);
+}
+
+size_t fl_dense_msg_bytes(const nn_arch *a)
+{
+    float *zero = sim_xcalloc(a->layout.n_floats, sizeof(float));
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    nn_pack_params(&sb, a, zero);
+    size_t n = sb.size;
+    msgpack_sbuffer_destroy(&sb);
+    free(zero);
+    return n;
 }
 
 float *fl_initial_params(const fl_env *env)

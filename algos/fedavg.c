@@ -25,18 +25,6 @@ typedef struct fedavg {
     size_t msg_bytes;  /* encoded size of a dense parameter message (cost-only mode) */
 } fedavg;
 
-static size_t packed_size(const nn_arch *a)
-{
-    float *zero = sim_xcalloc(a->layout.n_floats, sizeof(float));
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    nn_pack_params(&sb, a, zero);
-    size_t n = sb.size;
-    msgpack_sbuffer_destroy(&sb);
-    free(zero);
-    return n;
-}
-
 static void *fedavg_new(const fl_env *env, sim_err *err)
 {
     (void)err;
@@ -46,7 +34,7 @@ static void *fedavg_new(const fl_env *env, sim_err *err)
     s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(nf, sizeof(float));
     s->acc = sim_xcalloc(nf, sizeof(double));
-    s->msg_bytes = packed_size(env->arch);
+    s->msg_bytes = fl_dense_msg_bytes(env->arch);
     return s;
 }
 
@@ -77,7 +65,7 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
     size_t nf = env->arch->layout.n_floats;
     if (env->cost_only) {
         fl_local_sgd(env, job, m, mu, NULL, res);
-        if (!w->msg_bytes) w->msg_bytes = packed_size(env->arch);
+        if (!w->msg_bytes) w->msg_bytes = fl_dense_msg_bytes(env->arch);
         res->up_bytes = w->msg_bytes;
         return SIM_OK;
     }

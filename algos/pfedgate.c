@@ -452,7 +452,8 @@ typedef struct pfedgate {
     float *global;     /* n_floats */
     double *num, *den; /* n_floats each: Σ weight·change and Σ weight since the last aggregation */
     double all_mass;   /* the code's rule divides by every client's weight */
-    float *scratch;    /* n_floats: an upload's values */
+    size_t msg_bytes; /* the dense down message's length */
+    float *scratch;   /* n_floats: an upload's values */
 } pfedgate;
 
 static double budget(const fl_env *env, int32_t c)
@@ -501,6 +502,7 @@ static void *pfedgate_new(const fl_env *env, sim_err *err)
     s->den = sim_xcalloc(nf, sizeof(double));
     for (int c = 0; c < env->part->n_clients; c++)
         s->all_mass += env->cfg->uniform ? 1 : env->part->n[c];
+    s->msg_bytes = fl_dense_msg_bytes(env->arch);
     return s;
 }
 
@@ -519,24 +521,19 @@ static size_t pfedgate_down(void *p, int32_t client, int32_t round, msgpack_sbuf
 {
     pfedgate *s = p;
     (void)client, (void)round;
-    size_t before = out ? out->size : 0;
-    msgpack_sbuffer tmp;
-    msgpack_sbuffer_init(&tmp);
-    nn_pack_params(out ? out : &tmp, s->env->arch, s->global);
-    size_t n = out ? out->size - before : tmp.size;
-    msgpack_sbuffer_destroy(&tmp);
-    return n;
+    if (!out) return s->msg_bytes; /* cost-only: not packed for nothing */
+    size_t before = out->size;
+    nn_pack_params(out, s->env->arch, s->global);
+    return out->size - before;
 }
 
 /* {"blocks": bitmap of the blocks sent, "data": their values in block order}: its length */
 static size_t up_bytes(const fl_pg_blocks *b, const uint8_t *used)
 {
-    size_t n = 0, bm = ((size_t)b->n + 7) / 8, db;
+    size_t n = 0;
     for (int i = 0; i < b->n; i++)
         n += used[i] ? b->len[i] : 0;
-    db = 4 * n;
-    size_t hb = bm < 256 ? 2 : bm < 65536 ? 3 : 5, hd = db < 256 ? 2 : db < 65536 ? 3 : 5;
-    return 1 + 7 + hb + bm + 5 + hd + db;
+    return 1 + 7 + nn_bin_bytes(((size_t)b->n + 7) / 8) + 5 + nn_bin_bytes(4 * n);
 }
 
 static void pack_up(msgpack_sbuffer *sb, const fl_pg_blocks *b, const uint8_t *used,
@@ -669,16 +666,13 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
             }
             memset(gt.g, 0, sizeof(float) * gt.n_params);
             fl_pg_gate_backward(&gt, dG, dM);
-            double sq = 0; /* the model's gradient norm over its blocks */
-            for (int i = 0; i < L; i++)
-                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
-                    sq += (double)m->grads[e] * m->grads[e];
-            double scale = cfg->clip > 0 && sqrt(sq) > cfg->clip ? cfg->clip / sqrt(sq) : 1;
+            /* outside the blocks the gradients are zero (padding, running statistics) */
+            clip_norm(m->grads, nf, cfg->clip);
             /* SGD (PyTorch's form, v = μv + g + wd·w) on the blocks used so far this job: the
              * others have neither gradient nor momentum, so they stay put and out of the upload */
             for (int i = 0; i < L; i++)
                 for (size_t e = b.off[i]; used[i] && e < b.off[i] + b.len[i]; e++) {
-                    vel[e] = mu * vel[e] + (float)(scale * m->grads[e]) + wd * theta[e];
+                    vel[e] = mu * vel[e] + m->grads[e] + wd * theta[e];
                     theta[e] -= (float)lp.lr * vel[e];
                 }
             clip_norm(gt.g, gt.n_params, cfg->clip);

@@ -172,7 +172,7 @@ static int unpack_tau(float *tau, float *delta, size_t nt, const void *buf, size
 /* pack_tau's length, from msgpack's encoding: a fixmap, fixstr keys, bin8/16/32 headers. */
 static size_t tau_msg_bytes(size_t nt, int with_delta)
 {
-    size_t b = 4 * nt, bin = (b < 256 ? 2 : b < 65536 ? 3 : 5) + b;
+    size_t bin = nn_bin_bytes(4 * nt);
     return 1 + 4 + bin + (with_delta ? 6 + bin : 0);
 }
 

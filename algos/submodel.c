@@ -14,15 +14,10 @@ int fl_sub_units(const nn_arch *a)
     return h;
 }
 
-static size_t bin_header(size_t n)
-{
-    return n < 256 ? 2 : n < 65536 ? 3 : 5;
-}
-
 size_t fl_sub_bytes(const nn_arch *a, size_t n_live)
 {
     size_t ub = ((size_t)fl_sub_units(a) + 7) / 8, db = 4 * n_live;
-    return 6 + bin_header(ub) + ub + 5 + bin_header(db) + db; /* "units", "data" and the bins */
+    return 6 + nn_bin_bytes(ub) + 5 + nn_bin_bytes(db); /* "units", "data" and the bins */
 }
 
 void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)

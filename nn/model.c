@@ -255,26 +255,18 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
         rc = build_mlp(a, name + 6, name, 1, err);
     else if (!strcmp(name, "fedpews-mlp"))
         rc = build_mlp(a, "5-32-64-128-32-4", name, 0, err);
-    else if (!strcmp(name, "cnn2") || !strcmp(name, "pa3dfl-cnn")) {
-        if ((rc = need_image(a, name, 8, err)) == SIM_OK) {
-            add_conv_block(a, "conv1", 32, 5, 2, 1);
-            add_conv_block(a, "conv2", 64, 5, 2, 1);
+    else if (!strcmp(name, "cnn2") || !strcmp(name, "pa3dfl-cnn") || !strcmp(name, "leaf-cnn")) {
+        int leaf = name[0] == 'l', pad = leaf ? 0 : 2; /* LEAF's convs are unpadded */
+        if ((rc = need_image(a, name, leaf ? 16 : 8, err)) == SIM_OK) {
+            add_conv_block(a, "conv1", 32, 5, pad, 1);
+            add_conv_block(a, "conv2", 64, 5, pad, 1);
             add_simple(a, NN_FLATTEN);
-            add_linear(a, "fc1", 512, 1);
+            add_linear(a, "fc1", leaf ? 2048 : 512, 1);
             add_simple(a, NN_RELU);
             if (name[0] == 'p') {
                 add_linear(a, "fc2", 128, 1);
                 add_simple(a, NN_RELU);
             }
-            add_linear(a, "head", classes, 1);
-        }
-    } else if (!strcmp(name, "leaf-cnn")) {
-        if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
-            add_conv_block(a, "conv1", 32, 5, 0, 1);
-            add_conv_block(a, "conv2", 64, 5, 0, 1);
-            add_simple(a, NN_FLATTEN);
-            add_linear(a, "fc1", 2048, 1);
-            add_simple(a, NN_RELU);
             add_linear(a, "head", classes, 1);
         }
     } else if (!strcmp(name, "lenet5-caffe")) {

@@ -127,6 +127,11 @@ done:
     return rc;
 }
 
+size_t nn_bin_bytes(size_t n)
+{
+    return (n < 256 ? 2 : n < 65536 ? 3 : 5) + n;
+}
+
 void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n)
 {
     unsigned char *buf = sim_xmalloc(n * 4 + 1);

@@ -21,6 +21,9 @@ void nn_pack_params(msgpack_sbuffer *sb, const nn_arch *a, const float *params);
 int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t len, const char *what,
                      sim_err *err);
 
+/* Bytes msgpack takes for a bin of n bytes: its bin8/16/32 header and the n bytes. Algorithms
+ * compute their messages' lengths from it in cost-only mode, where nothing is packed. */
+size_t nn_bin_bytes(size_t n);
 /* A string (a map key) as messages write one. */
 void nn_pack_str(msgpack_packer *pk, const char *s);
 /* The value at string key k of map o; NULL when o is not a map or has no such key. */
