@@ -32,10 +32,150 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 /* ---------------------------------------------------------------------------------------- */
 /* linear */
 
+/* Streaming kernels for a small batch against a big weight matrix. OpenBLAS packs both operands
+ * of every sgemm; when W (O×I) is megabytes and the batch is about ten rows, copying W into its
+ * packed layout costs more than the product itself. These read W once, where it lies, with the
+ * batch rows in cache and register tiles of 16-float vectors (GCC's vector extension; loops over
+ * a tile's constant sizes unroll once inlined). Measured on the 2-core EPYC dev machine for cnn2's
+ * fc1 (512×3136) at B = 10: forward 0.85 → 0.60 ms, input gradient 1.0 → 0.55 ms; below
+ * STREAM_MIN_W weights, or above the batch limits, sgemm is as fast or faster. The weight
+ * gradient stays sgemm: it must read and write all of dW anyway, and does so at full speed. */
+typedef float v16 __attribute__((vector_size(64)));
+enum { STREAM_MIN_W = 1 << 18, STREAM_FWD_MAX_B = 10, STREAM_DX_MAX_B = 20 };
+#define INLINE static inline __attribute__((always_inline))
+
+/* y[b][r] = x[b]·w[r] for BB ≤ 5 batch rows and R ≤ 4 weight rows (y row stride O). */
+INLINE void fwd_tile(float *restrict y, const float *restrict x, const float *restrict w, int ldw,
+                     int I, int O, int BB, int R)
+{
+    v16 acc[5][4];
+    for (int b = 0; b < BB; b++)
+        for (int r = 0; r < R; r++)
+            acc[b][r] = (v16){0};
+    int i = 0;
+    for (; i + 16 <= I; i += 16) {
+        v16 wv[4];
+        for (int r = 0; r < R; r++)
+            memcpy(&wv[r], w + (long)r * ldw + i, sizeof wv[r]);
+        for (int b = 0; b < BB; b++) {
+            v16 xv;
+            memcpy(&xv, x + (long)b * I + i, sizeof xv);
+            for (int r = 0; r < R; r++)
+                acc[b][r] += xv * wv[r];
+        }
+    }
+    for (int b = 0; b < BB; b++)
+        for (int r = 0; r < R; r++) {
+            float s = 0;
+            for (int j = 0; j < 16; j++)
+                s += acc[b][r][j];
+            for (int k = i; k < I; k++)
+                s += x[(long)b * I + k] * w[(long)r * ldw + k];
+            y[(long)b * O + r] = s;
+        }
+}
+
+/* Rows [0, BB) of y for weight rows [0, R): four weight rows at a time. */
+static void fwd_rows(float *y, const float *x, const float *w, int ldw, int I, int O, int BB, int R)
+{
+    int r = 0;
+#define FWD_CASE(n) \
+    case n: fwd_tile(y + r, x, w + (long)r * ldw, ldw, I, O, n, 4); break
+    for (; r + 4 <= R; r += 4)
+        switch (BB) {
+            FWD_CASE(5);
+            FWD_CASE(4);
+            FWD_CASE(3);
+            FWD_CASE(2);
+            FWD_CASE(1);
+        }
+#undef FWD_CASE
+    for (; r < R; r++)
+        for (int b = 0; b < BB; b++)
+            fwd_tile(y + (long)b * O + r, x + (long)b * I, w + (long)r * ldw, ldw, I, O, 1, 1);
+}
+
+/* Weight rows in blocks of 16 (they stay in L2 while every batch block passes over them). */
+static void linear_forward_stream(float *y, const float *x, const float *w, int ldw, int B, int I,
+                                  int O)
+{
+    for (int o = 0; o < O; o += 16)
+        for (int b = 0; b < B; b += 5)
+            fwd_rows(y + (long)b * O + o, x + (long)b * I, w + (long)o * ldw, ldw, I, O,
+                     B - b < 5 ? B - b : 5, O - o < 16 ? O - o : 16);
+}
+
+/* dx[b][0, 16·C) = Σ_o dy[b][o]·w[o][0, 16·C) for BB ≤ 5 batch rows (dx row stride I). */
+INLINE void dx_tile(float *restrict dx, const float *restrict dy, const float *restrict w, int ldw,
+                    int I, int O, int BB, int C)
+{
+    v16 acc[5][4];
+    for (int b = 0; b < BB; b++)
+        for (int c = 0; c < C; c++)
+            acc[b][c] = (v16){0};
+    for (int o = 0; o < O; o++) {
+        v16 wv[4];
+        for (int c = 0; c < C; c++) {
+            memcpy(&wv[c], w + (long)o * ldw + 16 * c, sizeof wv[c]);
+            /* the same row's next strip: 512 rows at a stride are more streams than the hardware
+             * prefetcher follows (measured: 0.50 → 0.43 ms for fc1's input gradient) */
+            __builtin_prefetch(w + (long)o * ldw + 16 * (C + c));
+        }
+        for (int b = 0; b < BB; b++) {
+            float a = dy[(long)b * O + o];
+            for (int c = 0; c < C; c++)
+                acc[b][c] += a * wv[c];
+        }
+    }
+    for (int b = 0; b < BB; b++)
+        for (int c = 0; c < C; c++)
+            memcpy(dx + (long)b * I + 16 * c, &acc[b][c], sizeof acc[b][c]);
+}
+
+static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw, int B, int I,
+                             int O)
+{
+    for (int b = 0; b < B; b += 5) {
+        int BB = B - b < 5 ? B - b : 5;
+        float *d = dx + (long)b * I;
+        const float *g = dy + (long)b * O;
+        int i = 0;
+#define DX_CASE(n, c) \
+    case n: dx_tile(d + i, g, w + i, ldw, I, O, n, c); break
+        for (; i + 64 <= I; i += 64)
+            switch (BB) {
+                DX_CASE(5, 4);
+                DX_CASE(4, 4);
+                DX_CASE(3, 4);
+                DX_CASE(2, 4);
+                DX_CASE(1, 4);
+            }
+        for (; i + 16 <= I; i += 16)
+            switch (BB) {
+                DX_CASE(5, 1);
+                DX_CASE(4, 1);
+                DX_CASE(3, 1);
+                DX_CASE(2, 1);
+                DX_CASE(1, 1);
+            }
+#undef DX_CASE
+        for (; i < I; i++)
+            for (int n = 0; n < BB; n++) {
+                float s = 0;
+                for (int o = 0; o < O; o++)
+                    s += g[(long)n * O + o] * w[(long)o * ldw + i];
+                d[(long)n * I + i] = s;
+            }
+    }
+}
+
 void nn_linear_forward(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                        int I, int O)
 {
-    gemm(0, 1, B, O, I, x, I, w, ldw, 0.0f, y, O);
+    if (B <= STREAM_FWD_MAX_B && (long)I * O >= STREAM_MIN_W)
+        linear_forward_stream(y, x, w, ldw, B, I, O);
+    else
+        gemm(0, 1, B, O, I, x, I, w, ldw, 0.0f, y, O);
     if (b)
         for (int n = 0; n < B; n++)
             for (int o = 0; o < O; o++)
@@ -50,7 +190,11 @@ void nn_linear_backward(float *dx, float *dw, int lddw, float *db, const float *
         for (int n = 0; n < B; n++)
             for (int o = 0; o < O; o++)
                 db[o] += dy[(long)n * O + o];
-    if (dx) gemm(0, 0, B, I, O, dy, O, w, ldw, 0.0f, dx, I);
+    if (!dx) return;
+    if (B <= STREAM_DX_MAX_B && (long)I * O >= STREAM_MIN_W)
+        linear_dx_stream(dx, dy, w, ldw, B, I, O);
+    else
+        gemm(0, 0, B, I, O, dy, O, w, ldw, 0.0f, dx, I);
 }
 
 void nn_linear_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
@@ -805,6 +949,23 @@ int nn_maxpool2_argmax(const float *x, float y, int W)
     return x[0] == y ? 0 : x[1] == y ? 1 : x[W] == y ? W : W + 1;
 }
 
+/* One row pair of windows; a function of its own so the row pointers are restrict parameters,
+ * which GCC needs to vectorize the stride-2 stores (inlined in the loop below, it does not). */
+static void maxpool2_backward_row(float *restrict d0, float *restrict d1, const float *restrict x0,
+                                  const float *restrict x1, const float *restrict yr,
+                                  const float *restrict g, int OW)
+{
+    for (int ox = 0; ox < OW; ox++) {
+        float m = yr[ox], v = g[ox];
+        int a = x0[2 * ox] == m, b = !a & (x0[2 * ox + 1] == m);
+        int c = !a & !b & (x1[2 * ox] == m), d = !a & !b & !c;
+        d0[2 * ox] = a ? v : 0.0f;
+        d0[2 * ox + 1] = b ? v : 0.0f;
+        d1[2 * ox] = c ? v : 0.0f;
+        d1[2 * ox + 1] = d ? v : 0.0f;
+    }
+}
+
 void nn_maxpool2_backward(float *dx, const float *dy, const float *x, const float *y, int P, int H,
                           int W)
 {
@@ -814,20 +975,8 @@ void nn_maxpool2_backward(float *dx, const float *dy, const float *x, const floa
     if ((H | W) & 1) memset(dx, 0, sizeof(float) * (size_t)P * H * W);
     for (long q = 0; q < P; q++)
         for (int oy = 0; oy < OH; oy++) {
-            long r = (q * H + 2 * oy) * W;
-            const float *restrict x0 = x + r, *restrict x1 = x0 + W;
-            float *restrict d0 = dx + r, *restrict d1 = d0 + W;
-            const float *restrict yr = y + (q * OH + oy) * OW, *restrict g =
-                                                                       dy + (q * OH + oy) * OW;
-            for (int ox = 0; ox < OW; ox++) {
-                float m = yr[ox], v = g[ox];
-                int a = x0[2 * ox] == m, b = !a && x0[2 * ox + 1] == m;
-                int c = !a && !b && x1[2 * ox] == m, d = !a && !b && !c;
-                d0[2 * ox] = a ? v : 0.0f;
-                d0[2 * ox + 1] = b ? v : 0.0f;
-                d1[2 * ox] = c ? v : 0.0f;
-                d1[2 * ox + 1] = d ? v : 0.0f;
-            }
+            long r = (q * H + 2 * oy) * W, o = (q * OH + oy) * OW;
+            maxpool2_backward_row(dx + r, dx + r + W, x + r, x + r + W, y + o, dy + o, OW);
         }
 }
 
