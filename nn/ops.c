@@ -79,8 +79,10 @@ INLINE void fwd_tile(float *restrict y, const float *restrict x, const float *re
 static void fwd_rows(float *y, const float *x, const float *w, int ldw, int I, int O, int BB, int R)
 {
     int r = 0;
-#define FWD_CASE(n) \
-    case n: fwd_tile(y + r, x, w + (long)r * ldw, ldw, I, O, n, 4); break
+#define FWD_CASE(n)                                                                                \
+    case n:                                                                                        \
+        fwd_tile(y + r, x, w + (long)r * ldw, ldw, I, O, n, 4);                                    \
+        break
     for (; r + 4 <= R; r += 4)
         switch (BB) {
             FWD_CASE(5);
@@ -140,8 +142,10 @@ static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw
         float *d = dx + (long)b * I;
         const float *g = dy + (long)b * O;
         int i = 0;
-#define DX_CASE(n, c) \
-    case n: dx_tile(d + i, g, w + i, ldw, I, O, n, c); break
+#define DX_CASE(n, c)                                                                              \
+    case n:                                                                                        \
+        dx_tile(d + i, g, w + i, ldw, I, O, n, c);                                                 \
+        break
         for (; i + 64 <= I; i += 64)
             switch (BB) {
                 DX_CASE(5, 4);
