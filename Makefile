@@ -17,7 +17,8 @@ BUILD := build/$(MODE)
 DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml-dev \
             zlib1g-dev gnuplot-nox dataset-fashion-mnist
 
-# Open MPI for `make mpi` and its test only (MPICH works too: make mpi MPICC=mpicc.mpich).
+# Open MPI for `make mpi` and its test only (MPICH works too:
+# make mpi MPICC=mpicc.mpich BUILD=build/mpich).
 DEPS_MPI_DEB := libopenmpi-dev openmpi-bin
 
 PKGS := openblas msgpack yaml-0.1 zlib

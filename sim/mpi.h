@@ -17,11 +17,11 @@
  *
  * A rank that dies cannot be replaced (MPI has no way to start a new one without fault-tolerance
  * extensions such as ULFM): the run ends with an error and the last checkpoint. Open MPI's mpirun
- * (and MPICH's hydra) kill every rank when one dies: the coordinator gets SIGTERM and about a
- * second before SIGKILL. That is why, under MPI, a checkpoint is written after every round by
- * default: what survives is the checkpoint of the last completed round, which `fedsim resume`
- * continues, locally or under mpirun. With `mpirun --enable-recovery` the coordinator survives,
- * and a rank that stops answering is found by --job-timeout.
+ * kills every rank when one dies: the coordinator gets SIGTERM and about a second before SIGKILL
+ * (MPICH's hydra kills at once). That is why, under MPI, a checkpoint is written after every
+ * round by default: what survives is the checkpoint of the last round whose event completed,
+ * which `fedsim resume` continues, locally or under mpirun. With `mpirun --enable-recovery` (Open
+ * MPI) the coordinator survives, and a rank that stops answering is found by --job-timeout.
  */
 #ifndef SIM_MPI_H
 #define SIM_MPI_H

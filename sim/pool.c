@@ -367,14 +367,17 @@ static void on_poll(struct ev_loop *loop, ev_timer *t, int revents)
     }
     if (rc < 0) pool_fail(p, &err, rc);
     if (!p->rc && p->n_pending > 0 && p->link.stop && *p->link.stop) {
-        int busy = 0, round = 0;
+        int busy = 0;
+        const pool_worker *first = NULL;
         for (int i = 0; i < p->n; i++)
-            if (p->w[i].job >= 0) busy++, round = p->w[i].round;
+            if (p->w[i].job >= 0 && !busy++) first = &p->w[i];
+        char name[160];
+        who(p, first, name, sizeof name);
         sim_fail(&err, SIM_EIO, NULL, 0, 0,
-                 "stopped by signal %d while %d worker rank(s) held jobs of round %d; under "
-                 "mpirun this usually means a rank died (the launcher names it) and the job is "
-                 "being torn down",
-                 (int)*p->link.stop, busy, round);
+                 "stopped by signal %d while %d worker rank(s) held jobs (%s: client %d round "
+                 "%d); under mpirun this usually means a rank died (the launcher names it) and "
+                 "the MPI job is being torn down",
+                 (int)*p->link.stop, busy, name, first->client, first->round);
         pool_fail(p, &err, SIM_EIO);
     }
 }

@@ -15,7 +15,7 @@
 # sim/pool.c; on a cluster, use the network's). t_coord, the coordinator's serial part per round
 # (building jobs, aggregating, evaluating), is calibrated from the 1-rank run; the 2-rank run
 # checks the prediction.
-#   usage: sh tests/bench/mpi_scaling.sh [K]   (K extra rounds, default 3)
+#   usage: sh tests/bench/mpi_scaling.sh [K]   (K extra rounds, default 3; about 3 minutes)
 set -e
 cd "$(dirname "$0")/../.."
 K=${1:-3}
@@ -38,7 +38,7 @@ run() { # np rounds name
 }
 
 # F: training FLOP/s of one core on cnn2, batch 32
-F=$(build/release/fedsim train --model cnn2 --batch 32 --epochs 1 --test-subset 100 \
+F=$(build/release/fedsim train --model cnn2 --batch 32 --epochs 1 --test-subset 100 2>/dev/null \
     | awk -F'\t' '$1 == 1 {printf "%.6g", $7 * 1e9 / $5}')
 
 echo "# fedsim MPI scaling: cnn2 FedAvg on Fashion-MNIST, 10 jobs a round, $(nproc) cores"
