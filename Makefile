@@ -5,6 +5,9 @@
 #                 ends on one line "N passed, N failed"
 #   make bench    throughput benchmarks (-O3 -march=native, own build dir; not a test)
 #   make check    format, symbol prefixes, layering and banned calls, then make test
+#   make mpi      build/mpi/fedsim-mpi with mpicc: `mpirun -np N build/mpi/fedsim-mpi run ...`
+#                 trains client jobs on MPI ranks 1..N-1 (installs Open MPI when missing); the
+#                 default build has no MPI dependency
 # Each mode builds in build/<mode>, so flags never mix. The public targets first run `deps`, then
 # re-enter make with MODE set: pkg-config is only asked once the packages are surely installed.
 MODE ?= release
@@ -13,6 +16,10 @@ BUILD := build/$(MODE)
 # Debian packages the build, the tests and the default run need (DESIGN.md section 1).
 DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml-dev \
             zlib1g-dev gnuplot-nox dataset-fashion-mnist
+
+# Open MPI for `make mpi` and its test only (MPICH works too:
+# make mpi MPICC=mpicc.mpich BUILD=build/mpich).
+DEPS_MPI_DEB := libopenmpi-dev openmpi-bin
 
 PKGS := openblas msgpack yaml-0.1 zlib
 STD := -std=c11 -D_POSIX_C_SOURCE=200809L
@@ -23,10 +30,24 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 OPT_release := -O3 -march=native -g
 OPT_test := -O1 -g $(SAN)
 OPT_bench := -O3 -march=native -DNDEBUG -g
+# The MPI build is optimized, not sanitized: LeakSanitizer reports the MPI library's own
+# allocations at exit, and the MPI test compares its outputs with the sanitized fedsim's.
+OPT_mpi := -O2 -g -DFEDSIM_MPI
+MPICC ?= mpicc
+ifeq ($(MODE),mpi)
+CC := $(MPICC)
+endif
 
+# libev is linked statically into fedsim-mpi: its shared library also exports a libevent
+# emulation (event_add, ...), which would shadow the real libevent Open MPI's runtime calls and
+# crash MPI_Init; from libev.a only ev.o, the ev_* functions, is linked.
+LIBEV_release := -lev
+LIBEV_test := -lev
+LIBEV_bench := -lev
+LIBEV_mpi := -l:libev.a
 ifneq ($(MAKECMDGOALS),deps)
 DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS))
-DEPS_LIBS = $(shell pkg-config --libs $(PKGS)) -lev -lm
+DEPS_LIBS = $(shell pkg-config --libs $(PKGS)) $(LIBEV_$(MODE)) -lm
 endif
 ALL_CFLAGS = -DFEDSIM_ROOT=\"$(CURDIR)\" $(STD) $(WARN) $(OPT_$(MODE)) -I. $(DEPS_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
@@ -35,13 +56,13 @@ ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
 # multiply-add rate, and as deterministic as before: one binary always rounds the same way).
 $(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion -ffp-contract=fast
 
-LIB_SRC := $(filter-out sim/main.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
+LIB_SRC := $(filter-out sim/main.c sim/mpi.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench/bench_*.c))
 
 .PHONY: all run test bench check deps build run-tests run-bench check-format format \
-        check-symbols check-layers check-style clean
+        check-symbols check-layers check-style clean mpi mpi-deps build-mpi
 all: deps
 	@$(MAKE) --no-print-directory MODE=release build
 
@@ -50,8 +71,15 @@ build: $(BUILD)/fedsim
 run: all
 	./build/release/fedsim run scenarios/default.yaml
 
+# The MPI build is tried first (log: build/mpi.log); if Open MPI cannot be installed,
+# tests/test_sim_mpi says so and skips (it fails if mpirun is there and fedsim-mpi is not).
 test: deps
+	-@mkdir -p build; $(MAKE) --no-print-directory mpi >build/mpi.log 2>&1 || \
+	    { echo "make mpi failed (see build/mpi.log):"; tail -n 5 build/mpi.log; }
 	@$(MAKE) --no-print-directory MODE=test run-tests
+
+mpi: deps mpi-deps
+	@$(MAKE) --no-print-directory MODE=mpi build-mpi
 
 bench: deps
 	@$(MAKE) --no-print-directory MODE=bench run-bench
@@ -61,8 +89,8 @@ check: deps
 	@$(MAKE) --no-print-directory test
 
 # Install what is missing (we run as root on Debian; sudo is used when present otherwise).
-deps:
-	@missing=""; for p in $(DEPS_DEB); do \
+deps mpi-deps:
+	@missing=""; for p in $(if $(filter mpi-deps,$@),$(DEPS_MPI_DEB),$(DEPS_DEB)); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -75,6 +103,9 @@ deps:
 
 $(BUILD)/fedsim: $(BUILD)/sim/main.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+build-mpi: $(BUILD)/fedsim-mpi
+$(BUILD)/fedsim-mpi: $(BUILD)/sim/main.o $(BUILD)/sim/mpi.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/%.o: %.c
@@ -82,7 +113,8 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 run-tests: $(TEST_BIN) $(BUILD)/fedsim
-	@OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 FEDSIM_BIN=$(BUILD)/fedsim sh tests/run.sh $(TEST_BIN)
+	@OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 FEDSIM_BIN=$(BUILD)/fedsim \
+	    FEDSIM_MPI_BIN=build/mpi/fedsim-mpi sh tests/run.sh $(TEST_BIN)
 
 run-bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; done

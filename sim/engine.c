@@ -86,6 +86,7 @@ struct sim_engine {
     msgpack_packer events_pk;
     double wall_start, wall_last;
     double ckpt_wall; /* wall time of the last checkpoint (or of the start) */
+    int ckpt_round;   /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
     int resumed; /* restored from a checkpoint: the run continues instead of starting */
     int stopped; /* stopped on request after writing a checkpoint */
@@ -778,6 +779,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     int rc = sim_checkpoint_write(path, sb.data, sb.size, err);
     msgpack_sbuffer_destroy(&sb);
     e->ckpt_wall = wall_s();
+    if (!rc) e->ckpt_round = e->round;
     return rc;
 }
 
@@ -1248,6 +1250,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
 {
     *out = NULL;
     sim_engine *e = sim_xcalloc(1, sizeof *e);
+    e->ckpt_round = -1;
     e->spec = *spec;
     e->n = spec->n_clients;
     e->c = sim_xcalloc((size_t)e->n, sizeof *e->c);
@@ -1290,6 +1293,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         assert(spec->out_dir && "resume needs the run folder");
         rc = load_checkpoint(e, out_len, err);
         e->resumed = 1;
+        e->ckpt_round = e->round; /* its file stays until a newer one replaces it */
     }
     if (!rc && spec->out_dir && spec->resume) {
         rc = reopen_outputs(e, out_len, err);
@@ -1301,8 +1305,11 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
             if (!(*out_file(e, i) = open_out(spec->out_dir, out_names[i], err))) rc = SIM_EIO;
     }
     /* Fork now: the workers inherit the datasets, partition and environment loaded so far, and
-     * nothing the engine writes later. Cost-only jobs are too cheap to be worth a frame. */
-    if (!rc && spec->workers > 0 && !spec->env.cost_only)
+     * nothing the engine writes later. Cost-only jobs are too cheap to be worth a frame. MPI
+     * worker ranks (spec->link) loaded the same environment themselves. */
+    if (!rc && spec->link && !spec->env.cost_only)
+        rc = sim_pool_new_linked(&e->pool, spec->link, spec->job_timeout_s, err);
+    else if (!rc && spec->workers > 0 && !spec->env.cost_only)
         rc = sim_pool_new(&e->pool, spec->workers, spec->algo, &e->spec.env, spec->job_timeout_s,
                           err);
     if (rc) {
@@ -1391,4 +1398,5 @@ void sim_engine_totals(const sim_engine *e, sim_totals *t)
     t->now = e->now;
     t->round = e->round;
     t->stopped = e->stopped;
+    t->checkpoint_round = e->ckpt_round;
 }

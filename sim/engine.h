@@ -33,6 +33,7 @@
 
 #include "algos/algo.h"
 #include "devices/profile.h"
+#include "sim/pool.h"
 #include "sim/units.h"
 
 #include <signal.h>
@@ -77,7 +78,8 @@ typedef struct sim_run_spec {
     int workers;          /* training processes (sim/pool.h); 0 = train in this process */
     double job_timeout_s; /* wall seconds a worker may hold a job before it is replaced (0 = none)
                            */
-    FILE *trace;          /* if non-NULL, every event as one text line (golden tests) */
+    const sim_pool_link *link; /* MPI worker ranks (sim/mpi.h) instead of forked workers, or NULL */
+    FILE *trace;               /* if non-NULL, every event as one text line (golden tests) */
     /* Called after every aggregation (final = 0) and once at the end (final = 1), after the
      * output files are flushed, so an observer (the live plots) may read them. It must not
      * change anything the run computes; it throttles itself. NULL = none. */
@@ -120,6 +122,7 @@ typedef struct sim_totals {
     double acc_pers; /* mean personalized accuracy of the last evaluation (NaN before or after a
                         resume: not checkpointed, and every run ends on an evaluation) */
     int stopped;     /* stopped on request (spec.stop), leaving a checkpoint */
+    int checkpoint_round; /* rounds/aggregations done at the last checkpoint written, -1 = none */
 } sim_totals;
 void sim_engine_totals(const sim_engine *e, sim_totals *t);
 

@@ -2,6 +2,10 @@
  *
  * Errors print as "fedsim: file:line:col: message" and exit with status 2; a run that fails
  * midway keeps the outputs written so far.
+ *
+ * Built with -DFEDSIM_MPI (`make mpi`, build/mpi/fedsim-mpi), the same program under mpirun or
+ * srun runs `run` and `resume` with MPI ranks 1..N-1 as the training workers (sim/mpi.h); the
+ * MPI code here is confined to the last section, and run_one reaches it only through rank_hooks.
  */
 #include "devices/catalog.h"
 #include "nn/data.h"
@@ -14,6 +18,9 @@
 #include "sim/engine.h"
 #include "sim/rng.h"
 #include "sim/scenario.h"
+#ifdef FEDSIM_MPI
+#include "sim/mpi.h"
+#endif
 
 #include <cblas.h>
 #include <errno.h>
@@ -283,6 +290,16 @@ static int print_err(const sim_err *err)
 
 enum { MAX_SETS = 64, MAX_VARY = 8 };
 
+/* What run_one asks of MPI worker ranks (fedsim-mpi under mpirun; NULL otherwise). open gets the
+ * loaded scenario, its spec filled in, before the engine starts, and points spec.link at the
+ * ranks; close gets the run's exit status once it is over (also when open failed or was never
+ * reached). */
+typedef struct rank_hooks {
+    int (*open)(struct rank_hooks *h, sim_scenario *sc, sim_err *err);
+    void (*close)(struct rank_hooks *h, int status);
+    void *state;
+} rank_hooks;
+
 typedef struct run_opts {
     const char *scenario, *out, *trace, *sets[MAX_SETS], *vary[MAX_VARY];
     int n_sets, n_vary, quiet, cost_only, have_seed, workers;
@@ -292,6 +309,7 @@ typedef struct run_opts {
     int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
     unsigned long long seed;
     plot_opts plots;
+    rank_hooks *ranks; /* MPI worker ranks, or NULL */
 } run_opts;
 
 enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP, OPTS_RESUME };
@@ -448,7 +466,7 @@ static void catch_stop_signals(void)
 /* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
  * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
  * while the run goes on; they only read the files the run writes. */
-static int run_one(const run_opts *o, char *out, size_t out_size)
+static int run_body(const run_opts *o, char *out, size_t out_size)
 {
     sim_err err = {0};
     sim_scenario sc;
@@ -489,6 +507,10 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     const char *hook = getenv("FEDSIM_TEST_STOP_AFTER_CHECKPOINT");
     sc.spec.stop_after_round = hook ? atoi(hook) : 0;
     catch_stop_signals();
+    if (o->ranks && o->ranks->open(o->ranks, &sc, &err)) {
+        sim_scenario_destroy(&sc);
+        return print_err(&err);
+    }
     FILE *trace = NULL;
     if (o->trace && !(trace = fopen(o->trace, "w"))) {
         sim_scenario_destroy(&sc);
@@ -530,6 +552,11 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     if (rc) {
         print_err(&err);
         fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
+        if (t.checkpoint_round >= 0)
+            fprintf(stderr,
+                    "fedsim: %s/checkpoint.msgpack holds the run after %s %d; continue with: "
+                    "fedsim resume %s\n",
+                    out, sc_mode_sync ? "round" : "aggregation", t.checkpoint_round, out);
         return 2;
     }
     if (t.stopped) {
@@ -570,31 +597,49 @@ static int run_one(const run_opts *o, char *out, size_t out_size)
     return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+/* run_body, then the rank hooks' close with its status. */
+static int run_one(const run_opts *o, char *out, size_t out_size)
+{
+    int rc = run_body(o, out, out_size);
+    if (o->ranks) o->ranks->close(o->ranks, rc);
+    return rc;
+}
+
+static int cmd_run(int argc, char **argv, rank_hooks *ranks)
 {
     run_opts o;
     int rc = parse_run(&o, argc, argv, OPTS_RUN);
     if (rc) return rc;
+    o.ranks = ranks;
     char out[1600];
     return run_one(&o, out, sizeof out);
 }
 
 /* fedsim resume RUN_DIR: the run continues from RUN_DIR/checkpoint.msgpack with RUN_DIR's
  * resolved scenario.yaml (no --set: a checkpoint belongs to exactly that text). */
-static int cmd_resume(int argc, char **argv)
+/* The options of `resume RUN_DIR`: RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
+static int parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100])
 {
-    run_opts o;
-    int rc = parse_run(&o, argc, argv, OPTS_RESUME);
+    int rc = parse_run(o, argc, argv, OPTS_RESUME);
     if (rc) return rc;
-    char dir[1024], scenario[1100];
-    snprintf(dir, sizeof dir, "%s", o.scenario);
+    snprintf(dir, 1024, "%s", o->scenario);
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') /* "runs/x/" and "runs/x" name the same folder */
         dir[--n] = 0;
-    snprintf(scenario, sizeof scenario, "%s/scenario.yaml", dir);
-    o.scenario = scenario;
-    o.out = dir;
-    o.resume = 1;
+    snprintf(scenario, 1100, "%s/scenario.yaml", dir);
+    o->scenario = scenario;
+    o->out = dir;
+    o->resume = 1;
+    return 0;
+}
+
+static int cmd_resume(int argc, char **argv, rank_hooks *ranks)
+{
+    run_opts o;
+    char dir[1024], scenario[1100];
+    int rc = parse_resume(&o, argc, argv, dir, scenario);
+    if (rc) return rc;
+    o.ranks = ranks;
     char out[1600];
     return run_one(&o, out, sizeof out);
 }
@@ -1057,19 +1102,16 @@ static int cmd_sweep(int argc, char **argv)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The command line of one process; ranks: MPI worker ranks for run and resume, or NULL. */
+static int cli(int argc, char **argv, rank_hooks *ranks)
 {
-    /* One BLAS thread before anything can call BLAS: results must not depend on a thread count,
-     * and the run's training workers are forked processes, which inherit this setting (threads do
-     * not survive fork). `fedsim train --threads` raises it for itself. */
-    openblas_set_num_threads(1);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "resume")) return cmd_resume(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, ranks);
+    if (!strcmp(argv[1], "resume")) return cmd_resume(argc - 2, argv + 2, ranks);
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 2, argv + 2);
@@ -1079,4 +1121,109 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     fprintf(stderr, "fedsim: unknown command '%s' (see fedsim help)\n", argv[1]);
     return 2;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* MPI: fedsim-mpi under mpirun or srun (sim/mpi.h) */
+#ifdef FEDSIM_MPI
+
+typedef struct rank_state {
+    sim_mpi *m;
+    sim_pool_link link;
+    int closed;
+} rank_state;
+
+/* Coordinator: every worker rank's hello must carry our digests; then jobs go to the ranks. A
+ * rank that dies kills the job under Open MPI and MPICH, so a checkpoint after every round is
+ * the default here: it is what a resume continues from. */
+static int ranks_open(rank_hooks *h, sim_scenario *sc, sim_err *err)
+{
+    rank_state *st = h->state;
+    uint64_t text, env;
+    int rc = sim_scenario_digest(sc, &text, &env, err);
+    if (!rc) rc = sim_mpi_open(&st->m, &st->link, text, env, &stop_signal, err);
+    if (rc) {
+        st->closed = 1; /* sim_mpi_open stopped the workers, or they get told below */
+        if (!st->m) sim_mpi_stop_workers();
+        return rc;
+    }
+    sc->spec.link = &st->link;
+    if (!sc->spec.checkpoint_every) sc->spec.checkpoint_every = 1;
+    if (!sc->spec.quiet)
+        fprintf(stderr, "fedsim: %d MPI worker ranks agree on the scenario and data\n", st->link.n);
+    return SIM_OK;
+}
+
+/* A run that failed or stopped may leave ranks dead or holding jobs, which would never join
+ * MPI_Finalize: MPI_Abort ends them all (after our messages are out). */
+static void ranks_close(rank_hooks *h, int status)
+{
+    rank_state *st = h->state;
+    if (st->closed) return;
+    st->closed = 1;
+    if (status && st->m) sim_mpi_finalize(status);
+    if (st->m)
+        sim_mpi_close(st->m);
+    else
+        sim_mpi_stop_workers();
+    st->m = NULL;
+}
+
+/* Worker rank: load the same scenario the coordinator does (run: the file, --set and --seed;
+ * resume: RUN_DIR/scenario.yaml), say hello, and train jobs until told to stop. */
+static int serve_rank(int argc, char **argv)
+{
+    run_opts o;
+    char dir[1024], scenario[1100];
+    int rc = !strcmp(argv[1], "resume") ? parse_resume(&o, argc - 2, argv + 2, dir, scenario)
+                                        : parse_run(&o, argc - 2, argv + 2, OPTS_RUN);
+    if (rc) return rc; /* the coordinator parses the same options and fails the same way */
+    sim_err err = {0};
+    sim_scenario sc;
+    uint64_t text = 0, env = 0;
+    int load = load_scenario(&sc, &o, &err);
+    if (!load && (load = sim_scenario_digest(&sc, &text, &env, &err))) sim_scenario_destroy(&sc);
+    rc = sim_mpi_serve(load ? NULL : sc.spec.algo, load ? NULL : &sc.spec.env, text, env, load,
+                       &err);
+    if (!load) sim_scenario_destroy(&sc);
+    return rc;
+}
+
+/* Rank 0 is fedsim; under mpirun with N > 1 ranks, ranks 1..N-1 are its workers for run and
+ * resume. A single rank (no mpirun, or -np 1) is plain fedsim with forked workers. */
+static int mpi_main(int argc, char **argv)
+{
+    int rank = 0, size = 1;
+    if (sim_mpi_init(&argc, &argv, &rank, &size)) return 2;
+    int rc;
+    if (size == 1) {
+        rc = cli(argc, argv, NULL);
+    } else if (argc < 2 || (strcmp(argv[1], "run") && strcmp(argv[1], "resume"))) {
+        rc = rank ? 0
+                  : die("under mpirun only run and resume use the ranks; run other commands "
+                        "without mpirun");
+    } else if (rank > 0) {
+        rc = serve_rank(argc, argv);
+    } else {
+        rank_state st = {0};
+        rank_hooks h = {ranks_open, ranks_close, &st};
+        rc = cli(argc, argv, &h);
+        ranks_close(&h, 0); /* a run that failed before open: the workers still wait */
+    }
+    sim_mpi_finalize(0);
+    return rc;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    /* One BLAS thread before anything can call BLAS: results must not depend on a thread count,
+     * and the run's training workers are forked processes, which inherit this setting (threads do
+     * not survive fork). `fedsim train --threads` raises it for itself. */
+    openblas_set_num_threads(1);
+#ifdef FEDSIM_MPI
+    return mpi_main(argc, argv);
+#else
+    return cli(argc, argv, NULL);
+#endif
 }

@@ -8,6 +8,7 @@
 #include "sim/scenario.h"
 
 #include "devices/catalog.h"
+#include "sim/checkpoint.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -863,4 +864,49 @@ void sim_scenario_destroy(sim_scenario *sc)
     nn_dataset_destroy(&sc->test);
     sim_yaml_free(sc->doc);
     memset(sc, 0, sizeof *sc);
+}
+
+/* FNV-1a of n bytes at p, folded into the running digest h: hashing each piece and then the
+ * pair keeps one function (sim_checkpoint_hash) for every digest of the run. */
+static uint64_t fold(uint64_t h, const void *p, size_t n)
+{
+    uint64_t pair[2] = {h, sim_checkpoint_hash(p, n)};
+    return sim_checkpoint_hash(pair, sizeof pair);
+}
+
+static uint64_t fold_dataset(uint64_t h, const nn_dataset *d)
+{
+    int shape[5] = {d->n, d->c, d->h, d->w, d->classes};
+    h = fold(h, shape, sizeof shape);
+    h = fold(h, d->x, sizeof(float) * (size_t)d->n * (size_t)nn_dataset_features(d));
+    h = fold(h, d->y, sizeof(int32_t) * (size_t)d->n);
+    if (d->group) h = fold(h, d->group, sizeof(int32_t) * (size_t)d->n);
+    return h;
+}
+
+int sim_scenario_digest(const sim_scenario *sc, uint64_t *text, uint64_t *env, sim_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return sim_fail(err, SIM_EIO, NULL, 0, 0, "cannot print the resolved scenario");
+    int rc = sim_yaml_write(sc->doc, f, err);
+    fclose(f);
+    if (!rc) *text = sim_checkpoint_hash(buf, len);
+    free(buf);
+    if (rc) return rc;
+    const nn_partition *p = &sc->part;
+    size_t n_params = sc->arch.layout.n_params;
+    uint64_t h = fold(0, &n_params, sizeof n_params);
+    h = fold_dataset(h, &sc->train);
+    h = fold_dataset(h, &sc->test);
+    h = fold(h, p->n, sizeof(int) * (size_t)p->n_clients);
+    h = fold(h, p->n_test, sizeof(int) * (size_t)p->n_clients);
+    for (int k = 0; k < p->n_clients; k++) {
+        h = fold(h, p->idx[k], sizeof(int32_t) * (size_t)p->n[k]);
+        if (p->n_test[k]) h = fold(h, p->test_idx[k], sizeof(int32_t) * (size_t)p->n_test[k]);
+    }
+    if (sc->capacity) h = fold(h, sc->capacity, sizeof(double) * (size_t)p->n_clients);
+    *env = h;
+    return SIM_OK;
 }

@@ -34,6 +34,13 @@ int sim_scenario_load(sim_scenario *s, const char *path, const char *const *sets
                       sim_err *err);
 void sim_scenario_destroy(sim_scenario *s);
 
+/* Digests telling whether two processes loaded the same run: *text of the resolved scenario as
+ * sim_yaml_write prints it, *env of what was built from it (datasets, partition, local test
+ * splits, capacities, model size). MPI worker ranks load the scenario themselves, and the
+ * coordinator compares their digests with its own before sending a job. SIM_EIO if the text
+ * cannot be printed. */
+int sim_scenario_digest(const sim_scenario *s, uint64_t *text, uint64_t *env, sim_err *err);
+
 /* The default device catalog (devices/catalog.yaml of this source tree). */
 const char *sim_default_catalog(void);
 

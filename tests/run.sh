@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/run.sh -- runs every test binary given, one line each, then the suite's closing line.
 # A binary fails if it exits non-zero or prints no "N passed, N failed" line (a crash mid-way).
-# Output of each binary goes to build/<mode>/tests/<name>.log; failures print that log's FAIL lines.
+# Output of each binary goes to build/<mode>/tests/<name>.log; failures print that log's FAIL lines,
+# and a test that skips prints its SKIP line.
 passed=0
 failed=0
 for t in "$@"; do
@@ -29,6 +30,8 @@ for t in "$@"; do
     else
         echo "ok    $(basename "$t"): $line (${secs}s)"
     fi
+    grep '^SKIP' "$log" # a test that could not run says why
+
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
