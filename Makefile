@@ -32,7 +32,7 @@ OPT_test := -O1 -g $(SAN)
 OPT_bench := -O3 -march=native -DNDEBUG -g
 # The MPI build is optimized, not sanitized: LeakSanitizer reports the MPI library's own
 # allocations at exit, and the MPI test compares its outputs with the sanitized fedsim's.
-OPT_mpi := -O2 -g -DFEDSIM_MPI
+OPT_mpi := -O3 -march=native -g -DFEDSIM_MPI
 MPICC ?= mpicc
 ifeq ($(MODE),mpi)
 CC := $(MPICC)
