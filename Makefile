@@ -52,9 +52,7 @@ endif
 ALL_CFLAGS = -DFEDSIM_ROOT=\"$(CURDIR)\" $(STD) $(WARN) $(OPT_$(MODE)) -I. $(DEPS_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
 
-# -std=c11 forbids fusing a·b + c into one FMA; the training kernels allow it (twice the
-# multiply-add rate, and as deterministic as before: one binary always rounds the same way).
-$(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion -ffp-contract=fast
+$(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion
 
 LIB_SRC := $(filter-out sim/main.c sim/mpi.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)

@@ -37,7 +37,7 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
  * packed layout costs more than the product itself. These read W once, where it lies, with the
  * batch rows in cache and register tiles of 16-float vectors (GCC's vector extension; loops over
  * a tile's constant sizes unroll once inlined). Measured on the 2-core EPYC dev machine for cnn2's
- * fc1 (512×3136) at B = 10: forward 0.85 → 0.60 ms, input gradient 1.0 → 0.55 ms; below
+ * fc1 (512×3136) at B = 10: forward 0.85 → 0.60 ms, input gradient 1.0 → 0.45 ms; below
  * STREAM_MIN_W weights, or above the batch limits, sgemm is as fast or faster. The weight
  * gradient stays sgemm: it must read and write all of dW anyway, and does so at full speed. */
 typedef float v16 __attribute__((vector_size(64)));

@@ -1,13 +1,13 @@
 /* tests/test_sim_mpi.c -- workers as MPI ranks end to end: `mpirun -np 3 fedsim-mpi` (rank 0 the
  * coordinator, ranks 1-2 the workers; $FEDSIM_MPI_BIN, built by `make mpi`) against the same
- * binary run alone with --workers 0 and 2 (another build may round differently: the optimized
- * kernels fuse multiply-adds), on the tiny scenario and on a short FedAvg Fashion-MNIST run:
- * metrics.tsv, clients.tsv, events.msgpack and timeline.tsv must be byte-identical. Then failures:
- * worker ranks given another seed than the coordinator are refused by the hello check; a worker
- * rank killed mid-run (FEDSIM_TEST_WORKER_KILL, sim/frame.h) ends the run, under Open MPI's default
- * teardown and under --enable-recovery with --job-timeout (where rank 0 survives to name the rank),
- * leaving a checkpoint that `fedsim resume`, locally and under mpirun, continues to the
- * uninterrupted run's outputs.
+ * binary run alone with --workers 0 and 2 (byte-identity is promised per binary; another build
+ * of fedsim, with other flags, need not round the same), on the tiny scenario and on a short FedAvg
+ * Fashion-MNIST run: metrics.tsv, clients.tsv, events.msgpack and timeline.tsv must be
+ * byte-identical. Then failures: worker ranks given another seed than the coordinator are refused
+ * by the hello check; a worker rank killed mid-run (FEDSIM_TEST_WORKER_KILL, sim/frame.h) ends the
+ * run, under Open MPI's default teardown and under --enable-recovery with --job-timeout (where rank
+ * 0 survives to name the rank), leaving a checkpoint that `fedsim resume`, locally and under
+ * mpirun, continues to the uninterrupted run's outputs.
  *
  * `make test` installs Open MPI when it is missing; only when mpirun is still not there does this
  * test skip, saying so. */
