@@ -37,9 +37,10 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
  * packed layout costs more than the product itself. These read W once, where it lies, with the
  * batch rows in cache and register tiles of 16-float vectors (GCC's vector extension; loops over
  * a tile's constant sizes unroll once inlined). Measured on the 2-core EPYC dev machine for cnn2's
- * fc1 (512×3136) at B = 10: forward 0.85 → 0.60 ms, input gradient 1.0 → 0.45 ms; below
- * STREAM_MIN_W weights, or above the batch limits, sgemm is as fast or faster. The weight
- * gradient stays sgemm: it must read and write all of dW anyway, and does so at full speed. */
+ * fc1 (512×3136) at B = 10 with W out of cache: forward 1.09 → 0.83 ms, input gradient 1.51 →
+ * 0.72 ms; below STREAM_MIN_W weights, or above the batch limits, sgemm is as fast or faster. The
+ * weight gradient stays sgemm: it must read and write all of dW anyway, and does so at full speed.
+ */
 typedef float v16 __attribute__((vector_size(64)));
 enum { STREAM_MIN_W = 1 << 18, STREAM_FWD_MAX_B = 10, STREAM_DX_MAX_B = 20 };
 #define INLINE static inline __attribute__((always_inline))
@@ -107,20 +108,21 @@ static void linear_forward_stream(float *y, const float *x, const float *w, int 
                      B - b < 5 ? B - b : 5, O - o < 16 ? O - o : 16);
 }
 
-/* dx[b][0, 16·C) = Σ_o dy[b][o]·w[o][0, 16·C) for BB ≤ 5 batch rows (dx row stride I). */
+/* dx[b][0, 16·C) = Σ_o dy[b][o]·w[o][0, 16·C) for BB ≤ 10 batch rows (dx row stride I): up to
+ * ten rows per pass, so W streams from memory once for a batch of ten. */
 INLINE void dx_tile(float *restrict dx, const float *restrict dy, const float *restrict w, int ldw,
                     int I, int O, int BB, int C)
 {
-    v16 acc[5][4];
+    v16 acc[10][2];
     for (int b = 0; b < BB; b++)
         for (int c = 0; c < C; c++)
             acc[b][c] = (v16){0};
     for (int o = 0; o < O; o++) {
-        v16 wv[4];
+        v16 wv[2];
         for (int c = 0; c < C; c++) {
             memcpy(&wv[c], w + (long)o * ldw + 16 * c, sizeof wv[c]);
             /* the same row's next strip: 512 rows at a stride are more streams than the hardware
-             * prefetcher follows (measured: 0.50 → 0.43 ms for fc1's input gradient) */
+             * prefetcher follows */
             __builtin_prefetch(w + (long)o * ldw + 16 * (C + c));
         }
         for (int b = 0; b < BB; b++) {
@@ -137,8 +139,8 @@ INLINE void dx_tile(float *restrict dx, const float *restrict dy, const float *r
 static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw, int B, int I,
                              int O)
 {
-    for (int b = 0; b < B; b += 5) {
-        int BB = B - b < 5 ? B - b : 5;
+    for (int b = 0; b < B; b += 10) {
+        int BB = B - b < 10 ? B - b : 10;
         float *d = dx + (long)b * I;
         const float *g = dy + (long)b * O;
         int i = 0;
@@ -146,22 +148,26 @@ static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw
     case n:                                                                                        \
         dx_tile(d + i, g, w + i, ldw, I, O, n, c);                                                 \
         break
-        for (; i + 64 <= I; i += 64)
+#define DX_CASES(c)                                                                                \
+    DX_CASE(10, c);                                                                                \
+    DX_CASE(9, c);                                                                                 \
+    DX_CASE(8, c);                                                                                 \
+    DX_CASE(7, c);                                                                                 \
+    DX_CASE(6, c);                                                                                 \
+    DX_CASE(5, c);                                                                                 \
+    DX_CASE(4, c);                                                                                 \
+    DX_CASE(3, c);                                                                                 \
+    DX_CASE(2, c);                                                                                 \
+    DX_CASE(1, c)
+        for (; i + 32 <= I; i += 32)
             switch (BB) {
-                DX_CASE(5, 4);
-                DX_CASE(4, 4);
-                DX_CASE(3, 4);
-                DX_CASE(2, 4);
-                DX_CASE(1, 4);
+                DX_CASES(2);
             }
         for (; i + 16 <= I; i += 16)
             switch (BB) {
-                DX_CASE(5, 1);
-                DX_CASE(4, 1);
-                DX_CASE(3, 1);
-                DX_CASE(2, 1);
-                DX_CASE(1, 1);
+                DX_CASES(1);
             }
+#undef DX_CASES
 #undef DX_CASE
         for (; i < I; i++)
             for (int n = 0; n < BB; n++) {
