@@ -47,6 +47,7 @@ typedef struct fl_spafl_config {
 typedef struct fl_width_config {
     double p, min, max, eval, step;
     int by_capacity, halving;
+    int kd; /* FjORD: self-distil the nested width from the widest (else train it alone) */
 } fl_width_config;
 
 /* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in
@@ -217,6 +218,9 @@ int fl_loop_next(fl_loop *L);
  * and free the loop. */
 void fl_loop_finish(fl_loop *L, fl_result *res);
 
+/* FjORD's nested width for one local step of a client whose widest is top: a grid width up to
+ * top, or uniform in [min, max] when all clients share one width. */
+double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r);
 /* The width a capacity r affords on w's grid: the largest grid width p with p² ≤ r (a p-wide
  * model costs about p² of the full one), and the narrowest, step, when none does. */
 double fl_width_for(const fl_width_config *w, double r);

@@ -3,9 +3,16 @@
  * new width for every job (ordered dropout); FedRolex (Alam et al., NeurIPS 2022) trains a window
  * of ⌈p·C⌉ channels that rolls by one channel per round (start at round mod C), so every channel
  * gets trained by the weak clients too. The output layer and the input stay full. A client's
- * width is either one for all (width.p; FjORD: uniform in [min, max], as SpaFL's comparison
- * does) or follows its capacity r_i: the largest grid width p_i with p_i² ≤ r_i, since a p-wide
- * model costs about p² of the full one (FjORD then draws among the grid widths up to p_i).
+ * width is either one for all (width.p; FjORD: max) or follows its capacity r_i: the largest grid
+ * width p_i with p_i² ≤ r_i, since a p-wide model costs about p² of the full one.
+ *
+ * FjORD (ordered dropout, as spec 004's baseline table has it: kd on, dp = 1/16) receives and
+ * sends the sub-model of its widest width p_i, and every local step also draws a nested width p:
+ * a grid width up to p_i (or, with one width for all, uniform in [min, max]). With `width.kd`
+ * (the default) the step trains the widest model on the labels and the p-wide one on the widest
+ * one's softened outputs (self-distillation: loss CE(full) + CE(sub, softmax(full)), gradients
+ * summed, one SGD step); without, it trains the p-wide model alone. Each step's FLOPs are those
+ * of the widths it ran.
  *
  * What a client really does is the narrowed model: the down message is the global model's
  * sub-model at the job's width, the client trains it (the kernels run the smaller GEMMs, so its
@@ -21,6 +28,7 @@
  */
 #include "algos/algo.h"
 #include "algos/submodel.h"
+#include "nn/ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,15 +53,9 @@ static double top_width(const fl_env *env, int kind, int32_t client)
     return kind == FJORD ? w->max : w->p;
 }
 
-/* The width of client's job in round (FjORD: a fresh draw per job). */
-static double job_width(const fl_env *env, int kind, int32_t client, int32_t round)
+double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r)
 {
-    const fl_width_config *w = &env->cfg->width;
-    double top = top_width(env, kind, client);
-    if (kind != FJORD) return top;
-    sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_WIDTH, (uint64_t)(uint32_t)client << 32 | (uint32_t)round);
-    double u = sim_rng_uniform(&r);
+    double u = sim_rng_uniform(r);
     if (!w->by_capacity) return w->min + (w->max - w->min) * u;
     if (w->halving) { /* the halvings from top down to step */
         int levels = 1;
@@ -151,11 +153,81 @@ static void width_free(void *p)
 static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     width_server *s = p;
-    narrow(&s->m, s->kind, job_width(s->env, s->kind, client, round), round);
+    narrow(&s->m, s->kind, top_width(s->env, s->kind, client), round);
     if (!out) return 1 + fl_sub_bytes(s->env->arch, nn_model_live_count(&s->m)); /* + map */
     size_t before = out->size;
     pack_sub(out, &s->m, s->global);
     return out->size - before;
+}
+
+/* The FLOPs of one training step of m as narrowed now, at batch B. */
+static void add_flops(nn_cost *to, const nn_model *m, int B)
+{
+    nn_cost c;
+    nn_model_step_cost(m, B, &c);
+    to->flops += c.flops;
+    to->flops_masked += c.flops_masked;
+    to->flops_masked_nnz += c.flops_masked_nnz;
+}
+
+/* FjORD's local steps on m (at width top): the draws come from the job's own stream, so cost-only
+ * jobs run the same widths without training. */
+static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, double top,
+                        fl_result *res)
+{
+    const fl_config *cfg = env->cfg;
+    int kd = cfg->width.kd, K = m->arch.classes;
+    sim_rng r;
+    sim_rng_seed(&r, env->seed, SIM_RNG_WIDTH,
+                 (uint64_t)(uint32_t)job->client << 32 | (uint32_t)job->round);
+    if (env->cost_only) {
+        int n = env->part->n[job->client], B = cfg->batch_size;
+        if (n <= 0) return;
+        int per_epoch = (n + B - 1) / B;
+        int64_t steps =
+                cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * per_epoch;
+        for (int64_t st = 0; st < steps; st++) {
+            int nb = st % per_epoch == n / B ? n % B : B; /* the short batch ends each epoch */
+            double p = fl_fjord_draw(&cfg->width, top, &r);
+            if (kd) add_flops(&res->cost, m, nb);
+            if (!kd || p < top) {
+                nn_model_nest_width(m, p);
+                add_flops(&res->cost, m, nb);
+                nn_model_nest_width(m, top);
+            }
+            res->cost.samples += nb;
+        }
+        res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
+        return;
+    }
+    fl_loop L;
+    if (!fl_loop_start(&L, env, job, m)) return;
+    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+    memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
+    float *q = sim_xmalloc(sizeof(float) * (size_t)cfg->batch_size * K);
+    for (int nb; (nb = fl_loop_next(&L));) {
+        double p = fl_fjord_draw(&cfg->width, top, &r);
+        nn_model_zero_grad(m);
+        if (kd) {
+            L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
+            nn_model_backward(m);
+            if (p < top) {
+                nn_softmax(q, m->logits, nb, K);
+                nn_model_nest_width(m, p);
+                nn_model_forward_soft(m, L.b.x, q, nb);
+                nn_model_backward(m);
+                nn_model_nest_width(m, top);
+            }
+        } else {
+            nn_model_nest_width(m, p);
+            L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
+            nn_model_backward(m);
+            nn_model_nest_width(m, top);
+        }
+        nn_model_sgd_step(m, &opt);
+    }
+    free(q);
+    fl_loop_finish(&L, res);
 }
 
 /* The message carries the sub-model's units, so a worker needs to know nothing of the kind but
@@ -165,16 +237,23 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
 {
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
+    double top = top_width(env, kind, job->client);
     if (env->cost_only) {
-        narrow(m, kind, job_width(env, kind, job->client, job->round), job->round);
-        fl_local_sgd(env, job, m, 0, NULL, res);
+        narrow(m, kind, top, job->round);
+        if (kind == FJORD)
+            fjord_steps(env, job, m, top, res);
+        else
+            fl_local_sgd(env, job, m, 0, NULL, res);
         res->up_bytes = 1 + fl_sub_bytes(env->arch, nn_model_live_count(m));
         return SIM_OK;
     }
     int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
-    fl_local_sgd(env, job, m, 0, NULL, res);
+    if (kind == FJORD)
+        fjord_steps(env, job, m, top, res);
+    else
+        fl_local_sgd(env, job, m, 0, NULL, res);
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
         w->ref[j] = m->params[j] - w->ref[j];
     pack_sub(&res->up, m, w->ref);
@@ -269,7 +348,7 @@ const fl_algo fl_heterofl = {"heterofl",
                              heterofl_width,
                              NULL};
 const fl_algo fl_fjord = {"fjord",
-                          "FjORD: ordered dropout, a fresh width every job",
+                          "FjORD: ordered dropout, a nested width every step, self-distilled",
                           1,
                           fjord_new,
                           width_free,

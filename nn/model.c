@@ -495,8 +495,8 @@ void nn_model_zero_grad(nn_model *m)
 /* ---------------------------------------------------------------------------------------- */
 /* narrowing */
 
-/* Recompute the live map from the lists and masks. */
-static void refresh(nn_model *m)
+/* Recompute the live map (and the runs) from the lists and masks, leaving gradients alone. */
+static void refresh_map(nn_model *m)
 {
     const nn_arch *a = &m->arch;
     memset(m->live, 0, a->layout.n_floats);
@@ -548,8 +548,14 @@ static void refresh(nn_model *m)
             j = k;
         }
     }
-    /* gradients outside the live set stay zero from here on: backward never writes them */
-    memset(m->grads, 0, sizeof(float) * a->layout.n_floats);
+}
+
+/* The live map, then zero gradients: outside the live set they stay zero from here on, since
+ * backward never writes them. */
+static void refresh(nn_model *m)
+{
+    refresh_map(m);
+    memset(m->grads, 0, sizeof(float) * m->arch.layout.n_floats);
 }
 
 static void set_list(nn_model *m, int li, const int *idx, int n)
@@ -560,7 +566,8 @@ static void set_list(nn_model *m, int li, const int *idx, int n)
     m->nlist[li] = n;
 }
 
-void nn_model_set_width(nn_model *m, double p, long shift)
+/* The lists of width p (see nn_model_set_width), without refreshing. */
+static void width_lists(nn_model *m, double p, long shift)
 {
     assert(p > 0 && p <= 1);
     const nn_arch *a = &m->arch;
@@ -576,7 +583,18 @@ void nn_model_set_width(nn_model *m, double p, long shift)
         set_list(m, i, idx, n);
         free(idx);
     }
+}
+
+void nn_model_set_width(nn_model *m, double p, long shift)
+{
+    width_lists(m, p, shift);
     refresh(m);
+}
+
+void nn_model_nest_width(nn_model *m, double p)
+{
+    width_lists(m, p, 0);
+    refresh_map(m);
 }
 
 void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep)
@@ -833,6 +851,13 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
     m->logits = w->out[a->n - 1];
     if (!y) return 0.0f;
     m->loss = nn_softmax_xent(train ? w->d0 : NULL, m->logits, y, B, a->classes);
+    return m->loss;
+}
+
+float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B)
+{
+    nn_model_forward(m, x, NULL, B, 1);
+    m->loss = nn_softmax_xent_soft(m->work->d0, m->logits, q, B, m->arch.classes);
     return m->loss;
 }
 

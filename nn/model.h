@@ -124,6 +124,9 @@ void nn_model_zero_grad(nn_model *m);
 /* Forward a batch x (B, c·h·w). With labels y, returns the mean cross-entropy (and remembers
  * what backward needs); without, returns 0. train selects batch-norm batch statistics. */
 float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int train);
+/* Training-mode forward against soft targets q (B, classes), for self-distillation: returns
+ * the mean soft cross-entropy and remembers what backward needs, as a forward with labels. */
+float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B);
 /* Backward of the last forward with labels: accumulates into grads of live parameters. */
 void nn_model_backward(nn_model *m);
 /* One SGD step over live trainable parameters. Returns the gradient norm before clipping when
@@ -137,6 +140,11 @@ int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, doub
 /* Narrowing. A width p in (0,1] keeps ceil(p·C) channels of every narrowable layer: the first
  * ones (shift 0) or a window starting at channel shift mod C, wrapping around (FedRolex). */
 void nn_model_set_width(nn_model *m, double p, long shift);
+/* Width p (first channels) for one more forward/backward inside the same step, keeping the
+ * gradients so far (FjORD trains a nested sub-model on top of the full one): the gradients then
+ * sum both. Go back to the outer width the same way before the SGD step, so that every non-zero
+ * gradient is live again when zero_grad runs. */
+void nn_model_nest_width(nn_model *m, double p);
 /* Keep the channels of layer li whose keep[] is non-zero (a row mask over its outputs). */
 void nn_model_set_rows(nn_model *m, int li, const uint8_t *keep);
 /* Row masks for every narrowable layer at once: keep[li] (indexed by layer, NULL = all channels)

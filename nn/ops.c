@@ -1057,18 +1057,24 @@ void nn_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, con
     }
 }
 
+/* log Σ_j exp(z_j), shifted by the maximum so nothing overflows. */
+static double log_sum_exp(const float *z, int K)
+{
+    float mx = -FLT_MAX;
+    for (int j = 0; j < K; j++)
+        if (z[j] > mx) mx = z[j];
+    double sum = 0;
+    for (int j = 0; j < K; j++)
+        sum += exp((double)(z[j] - mx));
+    return (double)mx + log(sum);
+}
+
 float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int B, int K)
 {
     double loss = 0;
     for (int n = 0; n < B; n++) {
         const float *z = logits + (long)n * K;
-        float mx = -FLT_MAX;
-        for (int j = 0; j < K; j++)
-            if (z[j] > mx) mx = z[j];
-        double sum = 0;
-        for (int j = 0; j < K; j++)
-            sum += exp((double)(z[j] - mx));
-        double lse = (double)mx + log(sum);
+        double lse = log_sum_exp(z, K);
         loss += lse - (double)z[y[n]];
         if (dlogits) {
             float *d = dlogits + (long)n * K;
@@ -1078,6 +1084,31 @@ float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int
         }
     }
     return (float)(loss / B);
+}
+
+float nn_softmax_xent_soft(float *dlogits, const float *logits, const float *q, int B, int K)
+{
+    double loss = 0;
+    for (int n = 0; n < B; n++) {
+        const float *z = logits + (long)n * K, *t = q + (long)n * K;
+        double lse = log_sum_exp(z, K);
+        for (int j = 0; j < K; j++)
+            loss += (double)t[j] * (lse - (double)z[j]);
+        if (dlogits)
+            for (int j = 0; j < K; j++)
+                dlogits[(long)n * K + j] = (float)((exp((double)z[j] - lse) - (double)t[j]) / B);
+    }
+    return (float)(loss / B);
+}
+
+void nn_softmax(float *p, const float *logits, int B, int K)
+{
+    for (int n = 0; n < B; n++) {
+        const float *z = logits + (long)n * K;
+        double lse = log_sum_exp(z, K);
+        for (int j = 0; j < K; j++)
+            p[(long)n * K + j] = (float)exp((double)z[j] - lse);
+    }
 }
 
 void nn_transpose_bcn(float *b, const float *a, int B, int C, int N)

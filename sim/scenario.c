@@ -467,7 +467,8 @@ static int load_width(fl_width_config *c, section *alg, const char *name, sim_er
         (rc = get_double(&s, "step", 1.0 / 1024, 1, 1.0 / 16, &c->step, err)) ||
         (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
         (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
-        (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)))
+        (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)) ||
+        (rc = get_bool(&s, "kd", 1, &c->kd, err)))
         return rc;
     if (c->min > c->max)
         return sim_yaml_fail(sim_yaml_get(s.map, "min"), err, "width: min %g is above max %g",

@@ -149,33 +149,44 @@ int main(void)
     fl_heterofl.server_free(sh);
     free(dh), free(df), free(vals), free(vf);
 
-    /* FjORD: widths drawn in [min, max], fixed by (seed, client, round), cost-only = real */
+    /* FjORD: the widest sub-model travels; every step adds a nested width in [min, max] trained
+     * by self-distillation, so a job costs more than its widest steps alone and less than twice
+     * them; without kd only the nested widths train. Cost-only runs the same draws. */
     snprintf(cfg.name, sizeof cfg.name, "fjord");
+    cfg.width.kd = 1;
     void *sj = fl_fjord.server_new(&env, &err);
-    size_t sizes[4];
-    int distinct = 0;
-    for (int c = 0; c < 4; c++) {
-        sizes[c] = fl_fjord.job_down(sj, c, 3, NULL);
-        CHECK(sizes[c] == fl_fjord.job_down(sj, c, 3, NULL));
-        for (int k = 0; k < c; k++)
-            distinct += sizes[k] != sizes[c];
-        live_at(&lm, 0.4);
-        size_t lo = nn_model_live_count(&lm);
-        live_at(&lm, 0.6);
-        size_t hi = nn_model_live_count(&lm);
-        CHECK(sizes[c] >= 49 + 4 * lo && sizes[c] <= 49 + 4 * hi);
-    }
-    CHECK(distinct > 0);
+    live_at(&lm, 0.6);
+    size_t top_bytes = 1 + fl_sub_bytes(&arch, nn_model_live_count(&lm));
+    for (int c = 0; c < 4; c++)
+        CHECK(fl_fjord.job_down(sj, c, 3, NULL) == top_bytes);
+    nn_cost top_step;
+    nn_model_step_cost(&lm, cfg.batch_size, &top_step);
+    int steps = (part.n[2] + cfg.batch_size - 1) / cfg.batch_size;
+    double top_flops = top_step.flops * (steps - 1);
+    nn_model_step_cost(&lm, part.n[2] - (steps - 1) * cfg.batch_size, &top_step);
+    top_flops += top_step.flops; /* the short last batch */
     fl_result rj, rc;
     job(&fl_fjord, &env, sj, 2, &rj, &w);
+    CHECK_MSG(rj.cost.flops > top_flops && rj.cost.flops < 2 * top_flops,
+              "kd: %g FLOPs for %g at the widest", rj.cost.flops, top_flops);
+    CHECK(rj.up_bytes == top_bytes);
     fl_env envc = env;
     envc.cost_only = 1;
     fl_job jc = {2, 0, NULL, 0, NULL, 0, (uint64_t)2 << 32};
     fl_result_init(&rc);
     CHECK(fl_fjord.client_train(&envc, &jc, &w, &rc, &err) == SIM_OK);
-    CHECK_MSG(rc.cost.flops == rj.cost.flops && rc.up_bytes == rj.up_bytes,
+    CHECK_MSG(rc.cost.flops == rj.cost.flops && rc.up_bytes == rj.up_bytes &&
+                      rc.cost.samples == rj.cost.samples,
               "cost-only %g FLOPs %zu B, real %g %zu B", rc.cost.flops, rc.up_bytes, rj.cost.flops,
               rj.up_bytes);
+    fl_result_destroy(&rj), fl_result_destroy(&rc);
+    cfg.width.kd = 0;
+    job(&fl_fjord, &env, sj, 2, &rj, &w);
+    CHECK_MSG(rj.cost.flops < top_flops && rj.cost.flops > 0, "no kd: %g FLOPs for %g",
+              rj.cost.flops, top_flops);
+    fl_result_init(&rc);
+    CHECK(fl_fjord.client_train(&envc, &jc, &w, &rc, &err) == SIM_OK);
+    CHECK(rc.cost.flops == rj.cost.flops);
     fl_result_destroy(&rj), fl_result_destroy(&rc);
     fl_fjord.server_free(sj);
 
@@ -196,30 +207,32 @@ int main(void)
     CHECK(fl_width_for(&wg, 0.25) == 0.5 && fl_width_for(&wg, 0.2) == 0.25);
     CHECK(fl_width_for(&wg, 0.01) == 0.0625 && fl_width_for(&wg, 1e-6) == 0.0625);
 
-    /* FjORD by capacity: every draw is a grid width no wider than the client's */
+    /* FjORD by capacity: the client's widest grid width travels, and every draw is a grid width
+     * no wider than it, each one drawn */
     double capacity[4] = {0.3, 1, 0.05, 0.6};
     env.capacity = capacity;
-    cfg.width = (fl_width_config){.by_capacity = 1, .step = 0.25, .eval = 1};
+    cfg.width = (fl_width_config){.by_capacity = 1, .step = 0.25, .eval = 1, .kd = 1};
     sj = fl_fjord.server_new(&env, &err);
     int off_grid = 0, too_wide = 0, seen[5] = {0};
+    sim_rng dr;
+    sim_rng_seed(&dr, 5, SIM_RNG_TEST, 0);
     for (int c = 0; c < 4; c++) {
         double top = fl_width_for(&cfg.width, capacity[c]);
         CHECK(fl_fjord.client_width(&env, c) == top);
-        for (int round = 0; round < 40; round++) {
-            size_t bytes = fl_fjord.job_down(sj, c, round, NULL);
-            int k = 0;
-            for (int q = 1; q <= 4; q++) { /* which grid width has this message size */
-                live_at(&lm, q * 0.25);
-                if (bytes == 1 + fl_sub_bytes(&arch, nn_model_live_count(&lm))) k = q;
-            }
-            off_grid += k == 0;
-            too_wide += k * 0.25 > top + 1e-12;
-            seen[k]++;
+        live_at(&lm, top);
+        CHECK(fl_fjord.job_down(sj, c, 7, NULL) ==
+              1 + fl_sub_bytes(&arch, nn_model_live_count(&lm)));
+        for (int d = 0; d < 40; d++) {
+            double p = fl_fjord_draw(&cfg.width, top, &dr);
+            int k = (int)lround(p / 0.25);
+            off_grid += k < 1 || k > 4 || fabs(p - 0.25 * k) > 1e-12;
+            too_wide += p > top + 1e-12;
+            if (k >= 1 && k <= 4) seen[k]++;
         }
     }
     CHECK_MSG(off_grid == 0 && too_wide == 0, "%d draws off the grid, %d above the capacity",
               off_grid, too_wide);
-    CHECK(seen[1] > 0 && seen[2] > 0 && seen[4] > 0); /* 0.25 … 1 all drawn */
+    CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0 && seen[4] > 0); /* 0.25 … 1 all drawn */
     fl_fjord.server_free(sj);
 
     /* FedRolex: the window of width 0.5 starts at channel round mod C of every hidden layer */

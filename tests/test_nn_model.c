@@ -357,6 +357,51 @@ static void test_memory(void)
     nn_model_destroy(&m);
 }
 
+/* nn_model_nest_width keeps the gradients: a full pass plus a nested half-width pass leave the
+ * sum of the two passes' gradients, each as computed on its own. */
+static void test_nest_width(void)
+{
+    enum { B = 4, D = 6, K = 3 };
+    nn_arch a;
+    build(&a, "mlp:6-8-8-3", D, 1, 1, K);
+    nn_model m;
+    nn_model_init(&m, &a, B);
+    nn_model_init_params(&m, &rng);
+    size_t nf = a.layout.n_floats, full_live = nn_model_live_count(&m);
+    float x[B * D], q[B * K], *g_full = malloc(sizeof(float) * nf),
+                              *g_half = malloc(sizeof(float) * nf);
+    int32_t y[B] = {0, 1, 2, 1};
+    for (int i = 0; i < B * D; i++)
+        x[i] = (float)sim_rng_normal(&rng);
+    nn_model_zero_grad(&m);
+    nn_model_forward(&m, x, y, B, 1);
+    nn_model_backward(&m);
+    memcpy(g_full, m.grads, sizeof(float) * nf);
+    nn_softmax(q, m.logits, B, K);
+    nn_model_set_width(&m, 0.5, 0);
+    nn_model_forward_soft(&m, x, q, B);
+    nn_model_backward(&m);
+    memcpy(g_half, m.grads, sizeof(float) * nf);
+    nn_model_reset_narrowing(&m);
+
+    nn_model_zero_grad(&m);
+    nn_model_forward(&m, x, y, B, 1);
+    nn_model_backward(&m);
+    nn_model_nest_width(&m, 0.5);
+    nn_model_forward_soft(&m, x, q, B);
+    nn_model_backward(&m);
+    nn_model_nest_width(&m, 1);
+    int bad = 0, half_only = 0;
+    for (size_t j = 0; j < nf; j++) {
+        bad += fabsf(m.grads[j] - (g_full[j] + g_half[j])) > 1e-6f;
+        half_only += g_half[j] != 0;
+    }
+    CHECK_MSG(bad == 0 && half_only > 0, "%d gradients are not full + nested", bad);
+    CHECK(nn_model_live_count(&m) == full_live); /* back at the full width */
+    free(g_full), free(g_half);
+    nn_model_destroy(&m);
+}
+
 /* Two Gaussian blobs in 10-D: a 2-layer MLP must separate them. */
 static void test_learns(void)
 {
@@ -391,6 +436,7 @@ int main(void)
 {
     sim_rng_seed(&rng, 7, SIM_RNG_TEST, 1);
     test_param_counts();
+    test_nest_width();
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1);
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5);
     gradcheck_model("cnn2", 3, 8, 8, 4, 1);

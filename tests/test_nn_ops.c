@@ -163,6 +163,7 @@ static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p, in
 typedef struct {
     float *x, *y, *r, *g, *b, *rm, *rv, *xh, *is;
     int32_t *lab;
+    float *q; /* soft targets (op 4) */
     int n, P, H, W, B, C, op;
 } misc_ctx;
 
@@ -180,8 +181,10 @@ static double misc_loss(void *q)
         nn_bn_forward(c->y, c->xh, c->is, c->x, c->g, c->b, c->rm, c->rv, c->B, c->C, 1, 0.1f,
                       1e-5f);
         return dot(c->y, c->r, (size_t)c->B * c->C);
-    default:
+    case 3:
         return nn_softmax_xent(NULL, c->x, c->lab, c->B, c->C);
+    default:
+        return nn_softmax_xent_soft(NULL, c->x, c->q, c->B, c->C);
     }
 }
 
@@ -266,7 +269,26 @@ static void test_misc(void)
     float z[3] = {0, 0, 0};
     int32_t l0 = 1;
     CHECK_NEAR(nn_softmax_xent(NULL, z, &l0, 1, 3), log(3.0), 1e-6);
-    free(c.x), free(c.lab), free(dx);
+
+    /* against soft targets (self-distillation): one-hot targets give the hard loss and gradient,
+     * and the gradient of a softened target passes the gradient check */
+    float *dh = rnd(n, 1), *ds = rnd(n, 1);
+    c.q = calloc(n, sizeof(float));
+    for (int i = 0; i < c.B; i++)
+        c.q[(size_t)i * c.C + c.lab[i]] = 1;
+    float lh = nn_softmax_xent(dh, c.x, c.lab, c.B, c.C);
+    CHECK_NEAR(nn_softmax_xent_soft(ds, c.x, c.q, c.B, c.C), lh, 1e-6);
+    CHECK(max_diff(dh, ds, n) < 1e-7);
+    float *logits2 = rnd(n, 2);
+    nn_softmax(c.q, logits2, c.B, c.C); /* rows sum to one */
+    double row = 0;
+    for (int j = 0; j < c.C; j++)
+        row += c.q[j];
+    CHECK_NEAR(row, 1, 1e-6);
+    c.op = 4;
+    nn_softmax_xent_soft(ds, c.x, c.q, c.B, c.C);
+    CHECK(gc_check("xent_soft.logits", c.x, ds, n, misc_loss, &c, 35, 1e-2, 1e-2, 1e-4, 13) == 0);
+    free(c.x), free(c.lab), free(dx), free(dh), free(ds), free(c.q), free(logits2);
 }
 
 int main(void)
