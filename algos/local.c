@@ -1,7 +1,9 @@
 /* algos/local.c -- Local-only training: every client trains its own model on its own data and
  * never communicates. The baseline personalized methods must beat; its messages are empty, so its
  * simulated time is pure computation. A client's model is its private state, starting from the
- * common initial model. There is no global model. */
+ * common initial model. There is no global model. With `algorithm.width: {by: capacity}` each
+ * client trains (and is evaluated at) the widest model its capacity affords, as the width
+ * family does: Pa3dFL's Table 1 LocalOnly. */
 #include "algos/algo.h"
 
 #include "nn/pack.h"
@@ -31,6 +33,13 @@ static void local_free(void *p)
     free(s);
 }
 
+/* The width client trains: its capacity's grid width with `width.by: capacity`, else full. */
+static double local_width(const fl_env *env, int32_t client)
+{
+    const fl_width_config *w = &env->cfg->width;
+    return w->by_capacity ? fl_width_for(w, env->capacity ? env->capacity[client] : 1) : 1;
+}
+
 static size_t local_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     (void)p, (void)client, (void)round, (void)out;
@@ -41,6 +50,8 @@ static int local_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
                        sim_err *err)
 {
     nn_model *m = fl_worker_model(w, env);
+    double p = local_width(env, job->client);
+    if (p < 1) nn_model_set_width(m, p, 0);
     if (env->cost_only) {
         fl_local_sgd(env, job, m, 0, NULL, res);
         return SIM_OK;
@@ -74,8 +85,12 @@ static double local_eval(void *p, int32_t client, const void *priv, size_t priv_
     local_server *s = p;
     nn_model_reset_narrowing(m);
     if (client >= 0 && priv &&
-        nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) == SIM_OK)
-        return 1.0;
+        nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) ==
+                SIM_OK) {
+        double w = local_width(s->env, client);
+        if (w < 1) nn_model_set_width(m, w, 0);
+        return nn_model_unit_density(m);
+    }
     memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
     return 1.0;
 }
@@ -110,5 +125,5 @@ const fl_algo fl_local = {"local",
                           local_load,
                           NULL,
                           NULL,
-                          NULL,
+                          local_width,
                           NULL};

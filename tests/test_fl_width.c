@@ -235,6 +235,24 @@ int main(void)
     CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0 && seen[4] > 0); /* 0.25 … 1 all drawn */
     fl_fjord.server_free(sj);
 
+    /* LocalOnly by capacity (Pa3dFL's Table 1 baseline): each client trains its own width's
+     * model, so a weak client's job costs less, and is evaluated at that width */
+    {
+        void *sl = fl_local.server_new(&env, &err);
+        fl_result r_weak, r_full;
+        job(&fl_local, &env, sl, 2, &r_weak, &w); /* capacity 0.05: width 0.25 */
+        job(&fl_local, &env, sl, 1, &r_full, &w); /* capacity 1: the full model */
+        CHECK_MSG(fl_local.client_width(&env, 2) == 0.25 && fl_local.client_width(&env, 1) == 1,
+                  "widths %g %g", fl_local.client_width(&env, 2), fl_local.client_width(&env, 1));
+        double per_weak = r_weak.cost.flops / part.n[2], per_full = r_full.cost.flops / part.n[1];
+        CHECK_MSG(per_weak < 0.5 * per_full, "FLOPs per sample %g at 0.25 vs %g at 1", per_weak,
+                  per_full);
+        double dl = fl_local.eval_params(sl, 2, r_weak.priv.data, r_weak.priv.size, &lm);
+        CHECK(dl < 0.5 && nn_model_live_count(&lm) < nf);
+        fl_result_destroy(&r_weak), fl_result_destroy(&r_full);
+        fl_local.server_free(sl);
+    }
+
     /* FedRolex: the window of width 0.5 starts at channel round mod C of every hidden layer */
     snprintf(cfg.name, sizeof cfg.name, "fedrolex");
     cfg.width = (fl_width_config){.p = 0.5, .step = 1.0 / 16, .eval = 1};
