@@ -61,11 +61,13 @@ struct sim_engine {
     sim_pool *pool;   /* the workers, or NULL: train in this process */
     nn_model eval_model;
     /* protocol state */
-    int round;        /* sync: current round; async: model version */
-    int round_open;   /* sync: the current round still takes updates */
-    int target;       /* sync: updates the round waits for */
-    int in_flight;    /* sync: jobs of the current round not yet arrived or lost */
-    int32_t *arrived; /* sync: clients whose update arrived this round */
+    int round;         /* sync: current round; async: model version */
+    int round_open;    /* sync: the current round still takes updates */
+    int start_pending; /* sync: set only inside a checkpoint written between a round's close and
+                          the next dispatch, so resume starts that round */
+    int target;        /* sync: updates the round waits for */
+    int in_flight;     /* sync: jobs of the current round not yet arrived or lost */
+    int32_t *arrived;  /* sync: clients whose update arrived this round */
     int n_arrived;
     struct buffered { /* async: updates waiting for the next aggregation */
         int32_t client, staleness;
@@ -465,6 +467,23 @@ static int absorb(sim_engine *e, int32_t c, double weight, sim_err *err)
 }
 
 /* Absorb the arrived updates in client-id order, aggregate, evaluate, start the next round. */
+static int write_checkpoint(sim_engine *e, sim_err *err);
+
+/* Sync: a periodic checkpoint that falls due at a round's close is written before the next
+ * round's jobs are dispatched, marked to start that round on resume. Dispatching trains every
+ * job of the round before the event ends, so a checkpoint written after it would lose the round
+ * to a worker lost during the training (an MPI rank cannot be replaced: DESIGN.md §13). */
+static int checkpoint_before_dispatch(sim_engine *e, sim_err *err)
+{
+    const sim_run_spec *s = &e->spec;
+    if (s->checkpoint_every <= 0 || e->round % s->checkpoint_every || e->ckpt_round == e->round)
+        return SIM_OK;
+    e->start_pending = 1;
+    int rc = write_checkpoint(e, err);
+    e->start_pending = 0;
+    return rc;
+}
+
 static int close_round(sim_engine *e, sim_err *err)
 {
     e->round_open = 0;
@@ -485,7 +504,8 @@ static int close_round(sim_engine *e, sim_err *err)
         e->done = 1;
         return SIM_OK;
     }
-    return start_round(e, err);
+    int rc = checkpoint_before_dispatch(e, err);
+    return rc ? rc : start_round(e, err);
 }
 
 static int start_round(sim_engine *e, sim_err *err)
@@ -617,7 +637,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  *   ["fedsim-checkpoint", CKPT_VERSION, name, seed, scenario_hash, n_clients,
  *    [bytes of metrics.tsv, clients.tsv, events.msgpack, timeline.tsv],
  *    [now, round, round_open, target, in_flight, n_arrived, next_job, dispatches, participants,
- *     next_eval_time, retry_at, eval_round, eval_time],
+ *     next_eval_time, retry_at, eval_round, eval_time, start_pending],
  *    [bytes_up, bytes_down, flops, jobs, dropped, late, excluded, events, acc_global, loss_global],
  *    arrived (sync: client ids), buffered (async: [client, staleness, up, up_len, weight]...),
  *    perm (bin of n uint32), [next_seq, [[at, seq, kind, who, arg]...] in heap-array order],
@@ -629,7 +649,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  * Messages are bin or nil; perm is raw native-order uint32 (the same build reads it back). The
  * heap array is stored as is, so the restored queue pops in the same order. */
 
-enum { CKPT_VERSION = 1, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
+enum { CKPT_VERSION = 2, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
                                          "timeline.tsv"};
@@ -686,7 +706,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_array(pk, 4);
     for (int i = 0; i < 4; i++)
         msgpack_pack_uint64(pk, len[i]);
-    msgpack_pack_array(pk, 13);
+    msgpack_pack_array(pk, 14);
     msgpack_pack_int64(pk, e->now);
     msgpack_pack_int(pk, e->round);
     msgpack_pack_int(pk, e->round_open);
@@ -700,6 +720,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_int64(pk, e->retry_at);
     msgpack_pack_int(pk, e->eval_round);
     msgpack_pack_int64(pk, e->eval_time);
+    msgpack_pack_int(pk, e->start_pending);
     const sim_totals *t = &e->tot;
     msgpack_pack_array(pk, 10);
     msgpack_pack_double(pk, t->bytes_up);
@@ -893,7 +914,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     if (s.bad) return ckpt_bad(path, "output lengths", err);
     int sync = e->spec.fed.mode == SIM_SYNC;
     int cap = arrival_cap(&e->spec.fed, e->n);
-    rd_sub(&r, &s, 13);
+    rd_sub(&r, &s, 14);
     e->now = rd_int(&s, 0, INT64_MAX);
     e->round = (int)rd_int(&s, 0, INT32_MAX);
     e->round_open = (int)rd_int(&s, 0, 1);
@@ -908,6 +929,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     e->retry_at = rd_int(&s, -1, INT64_MAX);
     e->eval_round = (int)rd_int(&s, -1, INT32_MAX);
     e->eval_time = rd_int(&s, 0, INT64_MAX);
+    e->start_pending = (int)rd_int(&s, 0, sync);
     if (s.bad) return ckpt_bad(path, "protocol state", err);
     sim_totals *t = &e->tot;
     rd_sub(&r, &s, 10);
@@ -1052,7 +1074,8 @@ static int boundary(sim_engine *e, int aggregated, int *stop, sim_err *err)
     *stop = (s->stop && *s->stop) || (aggregated && e->round == s->stop_after_round);
     int due = *stop ||
               (aggregated &&
-               ((s->checkpoint_every > 0 && e->round % s->checkpoint_every == 0) ||
+               ((s->checkpoint_every > 0 && e->round % s->checkpoint_every == 0 &&
+                 e->ckpt_round != e->round) ||
                 (s->checkpoint_wall_s > 0 && wall_s() - e->ckpt_wall >= s->checkpoint_wall_s)));
     return due ? write_checkpoint(e, err) : SIM_OK;
 }
@@ -1159,9 +1182,11 @@ static FILE *open_out(const char *dir, const char *name, sim_err *err);
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
     e->wall_start = e->wall_last = e->ckpt_wall = wall_s();
-    int rc = e->resumed                     ? SIM_OK
-             : e->spec.fed.mode == SIM_SYNC ? start_round(e, err)
+    int rc = e->resumed                     ? (e->start_pending ? start_round(e, err) : SIM_OK)
+             : e->spec.fed.mode == SIM_SYNC ? checkpoint_before_dispatch(e, err)
                                             : async_fill(e, err);
+    if (!rc && !e->resumed && e->spec.fed.mode == SIM_SYNC) rc = start_round(e, err);
+    e->start_pending = 0;
     sim_event ev;
     while (!rc && !e->done && sim_queue_pop(&e->q, &ev)) {
         if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {

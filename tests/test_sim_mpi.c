@@ -119,15 +119,23 @@ int main(void)
     CHECK_MSG(!exists("bad", "events.msgpack"), "no run started");
 
     /* a worker rank killed on its 7th job (round 3 or 4 of 5), with mpirun's default teardown:
-     * the job ends, a checkpoint of an earlier round is left, and a local resume finishes it
-     * exactly as the uninterrupted run. Rank 0's own message may be cut short by the teardown;
-     * mpirun always names the rank. */
+     * the job ends, the checkpoint written before that round's dispatch is left, and a local
+     * resume finishes it exactly as the uninterrupted run. Rank 0's own message may be cut short by
+     * the teardown; mpirun always names the rank. */
     CHECK(run("FEDSIM_TEST_WORKER_KILL=0:7", "k", "scenarios/tiny.yaml", -1, "") != 0);
     CHECK(has("k", "rank 1") && has("k", "signal 9"));
     CHECK_MSG(exists("k", "checkpoint.msgpack"), "the killed run left a checkpoint");
     snprintf(args, sizeof args, "resume %s/k -q --plots none --workers 0", dir);
     CHECK_MSG(sh("", "", mpibin, args, "k-resume") == 0, "local resume of the killed run");
     CHECK_MSG(test_same_outputs(dir, "t0", "k", 1), "killed and resumed = uninterrupted");
+    /* killed on its first job, in round 1: the checkpoint written before the first dispatch
+     * starts the run over to the same outputs */
+    CHECK(run("FEDSIM_TEST_WORKER_KILL=0:1", "k1", "scenarios/tiny.yaml", -1, "") != 0);
+    CHECK_MSG(exists("k1", "checkpoint.msgpack"), "a rank lost in round 1 left a checkpoint");
+    snprintf(args, sizeof args, "resume %s/k1 -q --plots none --workers 0", dir);
+    CHECK_MSG(sh("", "", mpibin, args, "k1-resume") == 0, "local resume of the round-1 kill");
+    CHECK_MSG(test_same_outputs(dir, "t0", "k1", 1),
+              "killed in round 1 and resumed = uninterrupted");
 
     /* Open MPI with --enable-recovery keeps rank 0 alive: the job timeout finds the dead rank,
      * and the error names it and says how to resume; resume under mpirun finishes the run */
