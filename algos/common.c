@@ -152,8 +152,8 @@ void fl_loop_finish(fl_loop *L, fl_result *res)
     nn_batcher_destroy(&L->b);
 }
 
-void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
-                  fl_result *res)
+void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
+                       fl_grad_fn *fn, void *ctx, fl_result *res)
 {
     const fl_config *cfg = env->cfg;
     int n = env->part->n[job->client];
@@ -164,16 +164,35 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     }
     fl_loop L;
     fl_loop_start(&L, env, job, m);
-    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     for (int nb; (nb = fl_loop_next(&L));) {
         nn_model_zero_grad(m);
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
         nn_model_backward(m);
-        if (mu > 0 && anchor) fl_prox_grad(m, mu, anchor);
+        if (fn) fn(m, ctx);
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);
+}
+
+typedef struct prox_ctx {
+    double mu;
+    const float *anchor;
+} prox_ctx;
+
+static void prox_fn(nn_model *m, void *ctx)
+{
+    const prox_ctx *p = ctx;
+    fl_prox_grad(m, p->mu, p->anchor);
+}
+
+void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
+                  fl_result *res)
+{
+    prox_ctx p = {mu, anchor};
+    fl_local_sgd_with(env, job, m, env->cfg->weight_decay, mu > 0 && anchor ? prox_fn : NULL, &p,
+                      res);
 }
 
 double fl_width_for(const fl_width_config *w, double r)
