@@ -670,7 +670,17 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
         (rc = get_bool(&s, "personalized", 1, &e->personalized, err)) ||
         (rc = get_int(&s, "test_subset", 0, 100000000, 0, &e->test_subset, err)))
         return rc;
-    return SIM_OK;
+    const sim_yaml *sh = sim_yaml_get(s.map, "shift"); /* no default: absent, no columns */
+    if (!sh) return SIM_OK;
+    if (sh->kind != SIM_YAML_SEQ || sh->n < 1 || sh->n > SIM_MAX_SHIFTS)
+        return sim_yaml_fail(sh, err, "shift: expected a list of 1 to %d shares in [0, 1]",
+                             SIM_MAX_SHIFTS);
+    for (int i = 0; i < sh->n && !rc; i++)
+        rc = sim_yaml_double(sh->items[i], "shift", 0, 1, &e->shift[i], err);
+    e->n_shift = sh->n;
+    if (!rc && !e->personalized)
+        return sim_yaml_fail(sh, err, "shift: needs personalized: true (it shifts local splits)");
+    return rc;
 }
 
 /* devices: {catalog: path, profiles: {name: {base: other, ...}}, mix: [{profile, share}]} */
