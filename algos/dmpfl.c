@@ -355,6 +355,8 @@ typedef struct dmpfl {
     int32_t *have_g, *have_m; /* per client: the versions its private state holds (-1: none) */
     int32_t *pend_g, *pend_m; /* ... once its current job completes */
     int8_t *pend_phase;       /* per client: its current job's phase */
+    int32_t cost_round;       /* cost-only: the round of the last job (−1: none), whose end
+                                 stands for the aggregation that mode never runs */
 } dmpfl;
 
 static void dm_config_shape(fl_dm_shape *sh, const fl_env *env)
@@ -391,6 +393,7 @@ static void *dmpfl_new(const fl_env *env, sim_err *err)
     s->pend_phase = sim_xcalloc((size_t)n, 1);
     for (int c = 0; c < n; c++)
         s->have_g[c] = s->have_m[c] = s->pend_g[c] = s->pend_m[c] = -1;
+    s->cost_round = -1;
     return s;
 }
 
@@ -409,7 +412,14 @@ static void dmpfl_free(void *p)
 static size_t dmpfl_down(void *p, int32_t c, int32_t round, msgpack_sbuffer *out)
 {
     dmpfl *s = p;
-    fl_dm_phase ph = fl_dm_phase_of(&s->env->cfg->dmpfl, round);
+    const fl_dmpfl_config *cfg = &s->env->cfg->dmpfl;
+    if (!out && round != s->cost_round) { /* cost-only: the versions the aggregation would set */
+        fl_dm_phase last = s->cost_round < 0 ? FL_DM_P2B : fl_dm_phase_of(cfg, s->cost_round);
+        s->gver += last != FL_DM_P2B;
+        s->mver += last == FL_DM_P1;
+        s->cost_round = round;
+    }
+    fl_dm_phase ph = fl_dm_phase_of(cfg, round);
     int with_mask = ph == FL_DM_P1 || s->have_m[c] != s->mver;
     int none = ph == FL_DM_P2B && !with_mask && s->have_g[c] == s->gver;
     s->pend_phase[c] = (int8_t)ph;
@@ -772,7 +782,7 @@ static double plus_eval_client(void *p, int32_t c, const void *priv, size_t priv
 
 /* ---------------------------------------------------------------------------------------- */
 /* checkpoints: [w_g, m_g, num, den, votes as raw bytes; n_in, agg_phase, gver, mver; have_g,
- * have_m, pend_g, pend_m, pend_phase as raw bytes] (read back by the same build) */
+ * have_m, pend_g, pend_m, pend_phase as raw bytes; cost_round] (read back by the same build) */
 
 static void pack_raw(msgpack_packer *pk, const void *p, size_t n)
 {
@@ -784,7 +794,7 @@ static void dmpfl_save(void *p, msgpack_packer *pk)
 {
     dmpfl *s = p;
     size_t nf = s->env->arch->layout.n_floats, n = (size_t)s->env->part->n_clients;
-    msgpack_pack_array(pk, 14);
+    msgpack_pack_array(pk, 15);
     pack_raw(pk, s->wg, nf * sizeof(float));
     pack_raw(pk, s->mg, nf);
     pack_raw(pk, s->num, nf * sizeof(double));
@@ -799,6 +809,7 @@ static void dmpfl_save(void *p, msgpack_packer *pk)
     pack_raw(pk, s->pend_g, n * sizeof(int32_t));
     pack_raw(pk, s->pend_m, n * sizeof(int32_t));
     pack_raw(pk, s->pend_phase, n);
+    msgpack_pack_int64(pk, s->cost_round);
 }
 
 static int dmpfl_load(void *p, const msgpack_object *o, sim_err *err)
@@ -821,7 +832,9 @@ static int dmpfl_load(void *p, const msgpack_object *o, sim_err *err)
                       n * sizeof(int32_t),
                       n * sizeof(int32_t),
                       n};
-    int ok = o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 14;
+    int ok = o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 15 &&
+             (o->via.array.ptr[14].type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+              o->via.array.ptr[14].type == MSGPACK_OBJECT_NEGATIVE_INTEGER);
     for (int i = 0; ok && i < 14; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         ok = raw[i] ? e->type == MSGPACK_OBJECT_BIN && e->via.bin.size == len[i]
@@ -838,6 +851,7 @@ static int dmpfl_load(void *p, const msgpack_object *o, sim_err *err)
     s->agg_phase = (int)o->via.array.ptr[6].via.u64;
     s->gver = (int32_t)o->via.array.ptr[7].via.u64;
     s->mver = (int32_t)o->via.array.ptr[8].via.u64;
+    s->cost_round = (int32_t)o->via.array.ptr[14].via.i64;
     return SIM_OK;
 }
 
