@@ -109,6 +109,7 @@ typedef struct fl_config {
     fl_pews_config pews;
     fl_pfedgate_config pfedgate;
     fl_dmpfl_config dmpfl;
+    double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -197,7 +198,8 @@ typedef struct fl_algo {
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus;
+        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
+        fl_fedper, fl_lgfedavg, fl_ditto;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 
@@ -254,5 +256,13 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
 typedef void fl_grad_fn(nn_model *m, void *ctx);
 void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
                        fl_grad_fn *fn, void *ctx, fl_result *res);
+
+/* Checkpoint of a FedAvg-style server: [global floats, acc doubles, mass] with the arrays as raw
+ * native-order bytes (a checkpoint is read back by the same build, and raw bytes keep every bit,
+ * NaN payloads included). load returns SIM_EFORMAT naming the algorithm when o does not fit. */
+void fl_save_sums(msgpack_packer *pk, const float *global, const double *acc, double mass,
+                  size_t nf);
+int fl_load_sums(const msgpack_object *o, float *global, double *acc, double *mass, size_t nf,
+                 const char *name, sim_err *err);
 
 #endif /* FL_ALGO_H */

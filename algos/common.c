@@ -211,3 +211,30 @@ double fl_width_for(const fl_width_config *w, double r)
         k--;
     return k < 1 ? w->step : k == top ? 1.0 : k * w->step;
 }
+
+void fl_save_sums(msgpack_packer *pk, const float *global, const double *acc, double mass,
+                  size_t nf)
+{
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_bin(pk, nf * sizeof(float));
+    msgpack_pack_bin_body(pk, global, nf * sizeof(float));
+    msgpack_pack_bin(pk, nf * sizeof(double));
+    msgpack_pack_bin_body(pk, acc, nf * sizeof(double));
+    msgpack_pack_double(pk, mass);
+}
+
+int fl_load_sums(const msgpack_object *o, float *global, double *acc, double *mass, size_t nf,
+                 const char *name, sim_err *err)
+{
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
+    if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
+        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(double) ||
+        a[2].type != MSGPACK_OBJECT_FLOAT64)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit %s with a %zu-parameter model", name, nf);
+    memcpy(global, a[0].via.bin.ptr, nf * sizeof(float));
+    memcpy(acc, a[1].via.bin.ptr, nf * sizeof(double));
+    *mass = a[2].via.f64;
+    return SIM_OK;
+}

@@ -607,6 +607,13 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
     if ((!strncmp(c->name, "dmpfl", 5) || sim_yaml_get(s.map, "dmpfl")) &&
         (rc = load_dmpfl(&c->dmpfl, &s, sc->spec.fed.rounds, err)))
         return rc;
+    if (!strcmp(c->name, "ditto") || sim_yaml_get(s.map, "ditto")) {
+        char pre2[96];
+        section d = sub(&s, "ditto", pre2, sizeof pre2);
+        if ((rc = need_map(&d, "ditto", err)) ||
+            (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
+            return rc;
+    }
     if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
         sim_yaml_get(s.map, "width"))
         return load_width(&c->width, &s, c->name, err);
