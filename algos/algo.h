@@ -77,6 +77,24 @@ typedef struct fl_pfedgate_config {
     int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
 } fl_pfedgate_config;
 
+/* DM-PFL's settings (`algorithm.dmpfl:`; spec 001 §2 and §8; defaults there). The schedule:
+ * `iterations` I repeats of (phase 1: mask training, 2a: federated refinement of w_g under a fixed
+ * m_g, 2b: local refinement of the private weights) over `rounds` T, split phase1 / phase2a / rest
+ * of each iteration's T/I rounds; I = 0 is phase 1 throughout (the iter = 0 ablation). */
+typedef struct fl_dmpfl_config {
+    double density;     /* 1 − S: the share of each masked tensor's weights kept */
+    int skip_first;     /* the first conv/linear layer stays dense (uniform_skip_first) */
+    int iterations;     /* I */
+    int rounds;         /* T, the scenario's rounds */
+    double phase1;      /* share of an iteration in phase 1 */
+    double phase2a;     /* share in phase 2a (phase 2b gets the rest) */
+    double alpha;       /* α_0, the readjust share of a layer's kept weights */
+    int anneal;         /* α_t = α_0/2·(1 + cos(π t/T)) (1) or α_0 throughout (0) */
+    int readjust_every; /* readjust on every this many phase-1 rounds (by round number) */
+    double vote;        /* m_g keeps positions chosen by more than this share of the clients */
+    int reset_private;  /* phase 2b starts from zero private weights (Algorithm 3 literally) */
+} fl_dmpfl_config;
+
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -91,6 +109,8 @@ typedef struct fl_config {
     fl_width_config width;
     fl_pews_config pews;
     fl_pfedgate_config pfedgate;
+    fl_dmpfl_config dmpfl;
+    double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -179,7 +199,8 @@ typedef struct fl_algo {
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft;
+        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
+        fl_fedper, fl_lgfedavg, fl_ditto;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 
@@ -233,5 +254,19 @@ void fl_prox_grad(nn_model *m, double mu, const float *anchor);
  * takes no step and reports the cost the steps would have. */
 void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
                   fl_result *res);
+/* The same loop with fn(m, ctx) called between backward and each SGD step (to edit gradients:
+ * freeze positions, add a penalty's gradient) and the given L2 weight decay, which SGD adds to
+ * every live trainable parameter (pass 0 and add it in fn to spare frozen ones). */
+typedef void fl_grad_fn(nn_model *m, void *ctx);
+void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
+                       fl_grad_fn *fn, void *ctx, fl_result *res);
+
+/* Checkpoint of a FedAvg-style server: [global floats, acc doubles, mass] with the arrays as raw
+ * native-order bytes (a checkpoint is read back by the same build, and raw bytes keep every bit,
+ * NaN payloads included). load returns SIM_EFORMAT naming the algorithm when o does not fit. */
+void fl_save_sums(msgpack_packer *pk, const float *global, const double *acc, double mass,
+                  size_t nf);
+int fl_load_sums(const msgpack_object *o, float *global, double *acc, double *mass, size_t nf,
+                 const char *name, sim_err *err);
 
 #endif /* FL_ALGO_H */

@@ -152,8 +152,8 @@ void fl_loop_finish(fl_loop *L, fl_result *res)
     nn_batcher_destroy(&L->b);
 }
 
-void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
-                  fl_result *res)
+void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
+                       fl_grad_fn *fn, void *ctx, fl_result *res)
 {
     const fl_config *cfg = env->cfg;
     int n = env->part->n[job->client];
@@ -164,16 +164,35 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     }
     fl_loop L;
     fl_loop_start(&L, env, job, m);
-    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)cfg->weight_decay, (float)cfg->clip};
+    nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     for (int nb; (nb = fl_loop_next(&L));) {
         nn_model_zero_grad(m);
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
         nn_model_backward(m);
-        if (mu > 0 && anchor) fl_prox_grad(m, mu, anchor);
+        if (fn) fn(m, ctx);
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);
+}
+
+typedef struct prox_ctx {
+    double mu;
+    const float *anchor;
+} prox_ctx;
+
+static void prox_fn(nn_model *m, void *ctx)
+{
+    const prox_ctx *p = ctx;
+    fl_prox_grad(m, p->mu, p->anchor);
+}
+
+void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, const float *anchor,
+                  fl_result *res)
+{
+    prox_ctx p = {mu, anchor};
+    fl_local_sgd_with(env, job, m, env->cfg->weight_decay, mu > 0 && anchor ? prox_fn : NULL, &p,
+                      res);
 }
 
 double fl_width_for(const fl_width_config *w, double r)
@@ -191,4 +210,31 @@ double fl_width_for(const fl_width_config *w, double r)
     while (k > 1 && (k * w->step) * (k * w->step) > r)
         k--;
     return k < 1 ? w->step : k == top ? 1.0 : k * w->step;
+}
+
+void fl_save_sums(msgpack_packer *pk, const float *global, const double *acc, double mass,
+                  size_t nf)
+{
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_bin(pk, nf * sizeof(float));
+    msgpack_pack_bin_body(pk, global, nf * sizeof(float));
+    msgpack_pack_bin(pk, nf * sizeof(double));
+    msgpack_pack_bin_body(pk, acc, nf * sizeof(double));
+    msgpack_pack_double(pk, mass);
+}
+
+int fl_load_sums(const msgpack_object *o, float *global, double *acc, double *mass, size_t nf,
+                 const char *name, sim_err *err)
+{
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
+    if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
+        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(double) ||
+        a[2].type != MSGPACK_OBJECT_FLOAT64)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit %s with a %zu-parameter model", name, nf);
+    memcpy(global, a[0].via.bin.ptr, nf * sizeof(float));
+    memcpy(acc, a[1].via.bin.ptr, nf * sizeof(double));
+    *mass = a[2].via.f64;
+    return SIM_OK;
 }

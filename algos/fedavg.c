@@ -1,6 +1,7 @@
 /* algos/fedavg.c -- FedAvg (McMahan et al.) and FedProx (Li et al.), which differs only in the
- * client's proximal term mu/2·||w − w_global||², and FedAvg-FT, FedAvg whose clients are each
- * evaluated after fine-tuning the global model for one local epoch (pFedGate's baseline).
+ * client's proximal term mu/2·||w − w_global||², FedAvg-FT, FedAvg whose clients are each
+ * evaluated after fine-tuning the global model for one local epoch (pFedGate's baseline), and
+ * Ditto (Li et al., 2021), FedAvg plus a personal model per client held near the global one.
  *
  * Clients upload the change of their model (trained − received) rather than the model itself: the
  * same bytes, and the form the server needs both for plain FedAvg (the sample-weighted mean change
@@ -152,37 +153,52 @@ static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_l
     return nn_evaluate(m, d, idx, n, NULL);
 }
 
-/* [global floats, acc doubles, mass] with the arrays as raw native-order bytes: a checkpoint is
- * read back by the same build, and raw bytes keep every bit (NaN payloads included). acc and mass
- * are zero at every point the engine checkpoints, but saving them keeps this exact anywhere. */
+/* Ditto: the FedAvg job on the global model, and E more epochs on the client's personal model v
+ * (its private state, starting from the global model it first receives) with the proximal term
+ * λ/2·||v − w_g||² toward the received global model; the personal model is the one evaluated. The
+ * personal epochs come first so that the job's loss is the global model's, as FedAvg's is. */
+static int ditto_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                       sim_err *err)
+{
+    nn_model *m = fl_worker_model(w, env);
+    size_t nf = env->arch->layout.n_floats;
+    double lambda = env->cfg->ditto_lambda;
+    if (env->cost_only) {
+        fl_local_sgd(env, job, m, lambda, NULL, res);
+        return train(env, job, w, res, 0, err);
+    }
+    int rc = nn_unpack_params(w->ref, env->arch, job->down, job->down_len, "down message", err);
+    if (!rc && job->priv)
+        rc = nn_unpack_params(m->params, env->arch, job->priv, job->priv_len, "private state", err);
+    if (rc) return rc;
+    if (!job->priv) memcpy(m->params, w->ref, nf * sizeof(float));
+    fl_local_sgd(env, job, m, lambda, w->ref, res);
+    nn_pack_params(&res->priv, env->arch, m->params);
+    return train(env, job, w, res, 0, err);
+}
+
+static double ditto_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    fedavg *s = p;
+    if (client >= 0 && priv &&
+        nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) == SIM_OK)
+        return 1.0;
+    return fedavg_eval(p, client, NULL, 0, m);
+}
+
+/* acc and mass are zero at every point the engine checkpoints, but saving them keeps this exact
+ * anywhere. */
 static void fedavg_save(void *p, msgpack_packer *pk)
 {
     fedavg *s = p;
-    size_t nf = s->env->arch->layout.n_floats;
-    msgpack_pack_array(pk, 3);
-    msgpack_pack_bin(pk, nf * sizeof(float));
-    msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
-    msgpack_pack_bin(pk, nf * sizeof(double));
-    msgpack_pack_bin_body(pk, s->acc, nf * sizeof(double));
-    msgpack_pack_double(pk, s->mass);
+    fl_save_sums(pk, s->global, s->acc, s->mass, s->env->arch->layout.n_floats);
 }
 
 static int fedavg_load(void *p, const msgpack_object *o, sim_err *err)
 {
     fedavg *s = p;
-    size_t nf = s->env->arch->layout.n_floats;
-    const msgpack_object *a =
-            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
-    if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
-        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(double) ||
-        a[2].type != MSGPACK_OBJECT_FLOAT64)
-        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
-                        "server state does not fit %s with a %zu-parameter model",
-                        s->env->cfg->name, nf);
-    memcpy(s->global, a[0].via.bin.ptr, nf * sizeof(float));
-    memcpy(s->acc, a[1].via.bin.ptr, nf * sizeof(double));
-    s->mass = a[2].via.f64;
-    return SIM_OK;
+    return fl_load_sums(o, s->global, s->acc, &s->mass, s->env->arch->layout.n_floats,
+                        s->env->cfg->name, err);
 }
 
 const fl_algo fl_fedavg = {"fedavg",
@@ -234,3 +250,20 @@ const fl_algo fl_fedavg_ft = {"fedavg-ft",
                               NULL,
                               NULL,
                               ft_eval_client};
+const fl_algo fl_ditto = {"ditto",
+                          "Ditto: FedAvg and a personal model per client with a proximal term "
+                          "lambda to the global one",
+                          1,
+                          fedavg_new,
+                          fedavg_free,
+                          fedavg_down,
+                          ditto_train,
+                          fedavg_absorb,
+                          fedavg_aggregate,
+                          ditto_eval,
+                          fedavg_save,
+                          fedavg_load,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL};

@@ -60,6 +60,7 @@ struct sim_engine {
     fl_worker worker; /* in-process training scratch (no pool) */
     sim_pool *pool;   /* the workers, or NULL: train in this process */
     nn_model eval_model;
+    int32_t **shift_idx; /* [i · n + c]: client c's local test split under eval.shift[i] */
     /* protocol state */
     int round;         /* sync: current round; async: model version */
     int round_open;    /* sync: the current round still takes updates */
@@ -335,13 +336,17 @@ static int cmp_i32(const void *a, const void *b)
 /* ---------------------------------------------------------------------------------------- */
 /* evaluation (an observer: it costs no simulated time) */
 
-static void write_metrics_row(sim_engine *e, double pmean, double p10, double density)
+static void write_metrics_row(sim_engine *e, double pmean, double p10, double density,
+                              const double *shift_acc)
 {
     if (!e->metrics) return;
-    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f\n",
+    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
             e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
             e->tot.acc_global, e->tot.loss_global, pmean, p10, e->participants,
             e->tot.dropped + e->tot.late, density);
+    for (int i = 0; i < e->spec.eval.n_shift; i++)
+        fprintf(e->metrics, "\t%.6f", shift_acc[i]);
+    fprintf(e->metrics, "\n");
     fflush(e->metrics);
 }
 
@@ -351,15 +356,78 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* eval.shift: client c's split under shift p keeps its size; a random round(p·n) of its samples
+ * are replaced by samples drawn without replacement from the pool of every client's split (the
+ * paper's meta-distribution). The draws come from the stream (seed, SIM_RNG_SHIFT, c) and are
+ * nested: a larger p replaces the same samples and more, so every method and run sees the same
+ * shifted sets. */
+static void build_shifts(sim_engine *e)
+{
+    const nn_partition *part = e->spec.env.part;
+    int ns = e->spec.eval.n_shift;
+    size_t pool_n = 0;
+    for (int c = 0; c < e->n; c++)
+        pool_n += (size_t)(part->n_test[c] > 0 ? part->n_test[c] : 0);
+    int32_t *pool = sim_xmalloc(sizeof(int32_t) * (pool_n + 1)),
+            *draw = sim_xmalloc(sizeof(int32_t) * (pool_n + 1));
+    for (int c = 0, k = 0; c < e->n; c++)
+        for (int j = 0; j < part->n_test[c]; j++)
+            pool[k++] = part->test_idx[c][j];
+    e->shift_idx = sim_xcalloc((size_t)ns * (size_t)e->n, sizeof *e->shift_idx);
+    for (int c = 0; c < e->n; c++) {
+        int n = part->n_test[c];
+        if (n <= 0) continue;
+        sim_rng r;
+        sim_rng_seed(&r, e->spec.seed, SIM_RNG_SHIFT, (uint64_t)c);
+        uint32_t *where = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
+        for (int j = 0; j < n; j++)
+            where[j] = (uint32_t)j;
+        sim_rng_shuffle_u32(&r, where, (size_t)n);
+        memcpy(draw, pool, sizeof(int32_t) * pool_n);
+        for (size_t j = 0; j < (size_t)n && j < pool_n; j++) { /* partial Fisher-Yates */
+            size_t q = j + (size_t)sim_rng_below(&r, pool_n - j);
+            int32_t t = draw[j];
+            draw[j] = draw[q];
+            draw[q] = t;
+        }
+        for (int i = 0; i < ns; i++) {
+            int32_t *l = sim_xmalloc(sizeof(int32_t) * (size_t)n);
+            memcpy(l, part->test_idx[c], sizeof(int32_t) * (size_t)n);
+            int k = (int)floor(e->spec.eval.shift[i] * n + 0.5);
+            for (int j = 0; j < k; j++)
+                l[where[j]] = draw[j];
+            e->shift_idx[(size_t)i * (size_t)e->n + (size_t)c] = l;
+        }
+        free(where);
+    }
+    free(pool);
+    free(draw);
+}
+
+/* Client c's personalized accuracy on samples idx[0..n) of d; *dens gets its model's density. */
+static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, const int32_t *idx,
+                              int n, double *dens)
+{
+    const fl_algo *a = e->spec.algo;
+    nn_model *m = &e->eval_model;
+    *dens = 1;
+    if (a->eval_client)
+        return a->eval_client(e->server, c, e->c[c].priv, e->c[c].priv_len, d, idx, n, m, dens);
+    *dens = a->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
+    return nn_evaluate(m, d, idx, n, NULL);
+}
+
 static void evaluate(sim_engine *e)
 {
     const fl_env *env = &e->spec.env;
     e->eval_round = e->round;
     e->eval_time = e->now;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
-    double pmean = NAN, p10 = NAN, density = NAN;
+    double pmean = NAN, p10 = NAN, density = NAN, shift_acc[SIM_MAX_SHIFTS];
+    for (int i = 0; i < SIM_MAX_SHIFTS; i++)
+        shift_acc[i] = NAN;
     if (env->cost_only) {
-        write_metrics_row(e, pmean, p10, density);
+        write_metrics_row(e, pmean, p10, density, shift_acc);
         return;
     }
     nn_model *m = &e->eval_model;
@@ -371,22 +439,14 @@ static void evaluate(sim_engine *e)
         e->tot.acc_global = nn_evaluate(m, env->test, NULL, nt, &e->tot.loss_global);
     }
     if (e->spec.eval.personalized && env->part->n_test) {
-        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n), dens = 0;
+        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n), dens = 0, d;
         int k = 0;
         const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
         for (int32_t c = 0; c < e->n; c++) {
             if (env->part->n_test[c] <= 0) continue;
-            const fl_algo *a = e->spec.algo;
-            if (a->eval_client) {
-                double d = 1;
-                e->c[c].acc = a->eval_client(e->server, c, e->c[c].priv, e->c[c].priv_len, src,
-                                             env->part->test_idx[c], env->part->n_test[c], m, &d);
-                dens += d;
-            } else {
-                dens += a->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
-                e->c[c].acc =
-                        nn_evaluate(m, src, env->part->test_idx[c], env->part->n_test[c], NULL);
-            }
+            e->c[c].acc =
+                    client_accuracy(e, c, src, env->part->test_idx[c], env->part->n_test[c], &d);
+            dens += d;
             acc[k++] = e->c[c].acc;
         }
         if (k) {
@@ -398,9 +458,21 @@ static void evaluate(sim_engine *e)
             qsort(acc, (size_t)k, sizeof *acc, cmp_double);
             p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
         }
+        for (int i = 0; i < e->spec.eval.n_shift && k; i++) {
+            double s = 0;
+            for (int32_t c = 0; c < e->n; c++)
+                if (env->part->n_test[c] > 0)
+                    s += e->spec.eval.shift[i] == 0
+                                 ? e->c[c].acc
+                                 : client_accuracy(
+                                           e, c, src,
+                                           e->shift_idx[(size_t)i * (size_t)e->n + (size_t)c],
+                                           env->part->n_test[c], &d);
+            shift_acc[i] = s / k;
+        }
         free(acc);
     }
-    write_metrics_row(e, pmean, p10, density);
+    write_metrics_row(e, pmean, p10, density, shift_acc);
 }
 
 static void maybe_evaluate(sim_engine *e, int force)
@@ -1310,6 +1382,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         cl->acc = NAN;
         e->perm[c] = (uint32_t)c;
     }
+    if (spec->eval.n_shift && spec->env.part->n_test) build_shifts(e);
     int rc = SIM_OK;
     e->server = spec->algo->server_new(&e->spec.env, err);
     if (!e->server) rc = SIM_EINVAL; /* server_new filled err */
@@ -1351,7 +1424,10 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                 (unsigned long long)spec->seed, spec->algo->name, e->n);
         fprintf(e->metrics, "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
                             "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\t"
-                            "density\n");
+                            "density");
+        for (int i = 0; i < spec->eval.n_shift; i++)
+            fprintf(e->metrics, "\tacc_shift_%g", spec->eval.shift[i]);
+        fprintf(e->metrics, "\n");
     }
     if (e->timeline_f) {
         fprintf(e->timeline_f,
@@ -1407,6 +1483,9 @@ void sim_engine_free(sim_engine *e)
     sim_pool_free(e->pool);
     fl_worker_destroy(&e->worker);
     nn_model_destroy(&e->eval_model);
+    for (int i = 0; e->shift_idx && i < e->spec.eval.n_shift * e->n; i++)
+        free(e->shift_idx[i]);
+    free(e->shift_idx);
     if (e->server) e->spec.algo->server_free(e->server);
     if (e->metrics) fclose(e->metrics);
     if (e->clients_f) fclose(e->clients_f);

@@ -56,11 +56,16 @@ typedef struct sim_fed_config {
     sim_time max_time;       /* stop at this simulated time (0 = none) */
 } sim_fed_config;
 
+#define SIM_MAX_SHIFTS 16
+
 typedef struct sim_eval_config {
     int every_rounds;    /* evaluate after every this many rounds/aggregations (0 = off) */
     sim_time every_time; /* or every this much simulated time (0 = off) */
     int personalized;    /* also each client's model on its local test split */
     int test_subset;     /* evaluate the global model on the first N test samples (0 = all) */
+    int n_shift;         /* test-time shifts (eval.shift): personalized accuracy with a share */
+    double shift[SIM_MAX_SHIFTS]; /* shift[i] of each local test split drawn from the pool of
+                                     all clients' splits, one metrics.tsv column each */
 } sim_eval_config;
 
 /* Everything a run needs, resolved (the scenario loader builds it; tests build it by hand). */

@@ -21,6 +21,8 @@ enum {
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_WIDTH = 8,        /* FjORD's width draws; index: client << 32 | round */
     SIM_RNG_MASKS = 9,        /* FedPeWS's mask samples; index: the job's batch stream */
+    SIM_RNG_GRAD_BATCH = 10,  /* DM-PFL's regrowth gradient batch; index: the job's batch stream */
+    SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

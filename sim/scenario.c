@@ -528,6 +528,42 @@ static int load_pews(fl_pews_config *c, section *alg, int rounds, sim_err *err)
     return get_choice(&s, "theta", PEWS_THETA, 0, &c->theta_binary, err);
 }
 
+static const char *const DM_POLICIES[] = {"auto", "uniform", "uniform_skip_first", NULL};
+static const char *const DM_ANNEAL[] = {"constant", "cosine", NULL};
+
+/* `algorithm.dmpfl:` (read for dmpfl and dmpfl+, checked for the others; spec 001 §8). The
+ * density policy `auto` keeps the first layer dense for CNNs (uniform_skip_first) and not for
+ * MLPs (uniform). */
+static int load_dmpfl(fl_dmpfl_config *c, section *alg, int rounds, sim_err *err)
+{
+    char pre[96];
+    section s = sub(alg, "dmpfl", pre, sizeof pre);
+    double S;
+    int policy, rc = need_map(&s, "dmpfl", err);
+    if (rc || (rc = get_double(&s, "sparsity", 0, 0.999, 0.5, &S, err)) ||
+        (rc = get_choice(&s, "density_policy", DM_POLICIES, 0, &policy, err)) ||
+        (rc = get_int(&s, "iterations", 0, 100000, 2, &c->iterations, err)) ||
+        (rc = get_double(&s, "phase1", 0, 1, 0.5, &c->phase1, err)) ||
+        (rc = get_double(&s, "phase2a", 0, 1, 0.25, &c->phase2a, err)) ||
+        (rc = get_double(&s, "alpha", 0, 1, 0.5, &c->alpha, err)) ||
+        (rc = get_choice(&s, "anneal", DM_ANNEAL, 1, &c->anneal, err)) ||
+        (rc = get_int(&s, "readjust_every", 1, 100000, 1, &c->readjust_every, err)) ||
+        (rc = get_double(&s, "vote", 0, 1, 0.3, &c->vote, err)) ||
+        (rc = get_bool(&s, "reset_private", 0, &c->reset_private, err)))
+        return rc;
+    c->density = 1 - S;
+    c->skip_first = policy - 1; /* auto −1, uniform 0, uniform_skip_first 1 */
+    c->rounds = rounds;
+    if (c->phase1 + c->phase2a > 1 + 1e-9)
+        return sim_yaml_fail(sim_yaml_get(s.map, "phase2a"), err,
+                             "dmpfl: phase1 %g + phase2a %g is more than a whole iteration",
+                             c->phase1, c->phase2a);
+    if (c->iterations > rounds)
+        return sim_yaml_fail(sim_yaml_get(s.map, "iterations"), err,
+                             "dmpfl: %d iterations do not fit in %d rounds", c->iterations, rounds);
+    return SIM_OK;
+}
+
 static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -569,6 +605,16 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
     if ((!strcmp(c->name, "pfedgate") || sim_yaml_get(s.map, "pfedgate")) &&
         (rc = load_pfedgate(&c->pfedgate, &s, err)))
         return rc;
+    if ((!strncmp(c->name, "dmpfl", 5) || sim_yaml_get(s.map, "dmpfl")) &&
+        (rc = load_dmpfl(&c->dmpfl, &s, sc->spec.fed.rounds, err)))
+        return rc;
+    if (!strcmp(c->name, "ditto") || sim_yaml_get(s.map, "ditto")) {
+        char pre2[96];
+        section d = sub(&s, "ditto", pre2, sizeof pre2);
+        if ((rc = need_map(&d, "ditto", err)) ||
+            (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
+            return rc;
+    }
     if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
         sim_yaml_get(s.map, "width"))
         return load_width(&c->width, &s, c->name, err);
@@ -632,7 +678,17 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
         (rc = get_bool(&s, "personalized", 1, &e->personalized, err)) ||
         (rc = get_int(&s, "test_subset", 0, 100000000, 0, &e->test_subset, err)))
         return rc;
-    return SIM_OK;
+    const sim_yaml *sh = sim_yaml_get(s.map, "shift"); /* no default: absent, no columns */
+    if (!sh) return SIM_OK;
+    if (sh->kind != SIM_YAML_SEQ || sh->n < 1 || sh->n > SIM_MAX_SHIFTS)
+        return sim_yaml_fail(sh, err, "shift: expected a list of 1 to %d shares in [0, 1]",
+                             SIM_MAX_SHIFTS);
+    for (int i = 0; i < sh->n && !rc; i++)
+        rc = sim_yaml_double(sh->items[i], "shift", 0, 1, &e->shift[i], err);
+    e->n_shift = sh->n;
+    if (!rc && !e->personalized)
+        return sim_yaml_fail(sh, err, "shift: needs personalized: true (it shifts local splits)");
+    return rc;
 }
 
 /* devices: {catalog: path, profiles: {name: {base: other, ...}}, mix: [{profile, share}]} */

@@ -3,7 +3,9 @@
  * identical updates returns that update; a malformed update is rejected; cost-only mode reports
  * exactly the FLOPs real training executes; local-only sends nothing and keeps its model;
  * FedAvg-FT evaluates a client after an epoch of fine-tuning on its own samples, which fits them
- * better than the global model does, and leaves the global model as it was. */
+ * better than the global model does, and leaves the global model as it was; FedPer and LG-FedAvg
+ * send only their shared part and keep the personal one; Ditto trains twice, sends FedAvg's
+ * update and keeps a personal model. */
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "nn/train.h"
@@ -176,10 +178,9 @@ int main(void)
 
     fl_result_destroy(&ra), fl_result_destroy(&rp), fl_result_destroy(&rp2);
     fl_result_destroy(&r1), fl_result_destroy(&rc), fl_result_destroy(&rl);
-    fl_fedavg.server_free(sa), fl_fedprox.server_free(sp), fl_fedavg.server_free(s1);
+    fl_fedprox.server_free(sp), fl_fedavg.server_free(s1);
     fl_local.server_free(sl);
-    nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&m);
-    fl_worker_destroy(&w);
+    nn_model_destroy(&m);
     free(da), free(dp);
     CHECK(fl_algo_find("fedprox") == &fl_fedprox && fl_algo_find("nope") == NULL);
 
@@ -194,8 +195,55 @@ int main(void)
     CHECK_MSG(after > before && dens == 1, "fine-tuned %.3f, global %.3f", after, before);
     fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &em);
     CHECK(nn_evaluate(&em, &train, part.idx[2], part.n[2], NULL) == before);
-    nn_model_destroy(&em);
     fl_fedavg_ft.server_free(sf);
+
+    /* FedPer and LG-FedAvg: the upload carries the shared part only (its encoded length is the
+     * cost-only prediction), the personal part stays in private state and is what evaluation
+     * uses for that client; the server's shared part moves, the personal one does not */
+    const fl_algo *splits[] = {&fl_fedper, &fl_lgfedavg};
+    for (int k = 0; k < 2; k++) {
+        const fl_algo *a = splits[k];
+        void *ss = a->server_new(&env, &err);
+        fl_result rs, rcost;
+        train_job(a, &env, ss, 2, &rs, &w);
+        fl_job cj = {2, 0, NULL, 0, NULL, 0, (uint64_t)2 << 32};
+        fl_result_init(&rcost);
+        CHECK(a->client_train(&envc, &cj, &w, &rcost, &err) == SIM_OK);
+        CHECK(rs.up_bytes == rs.up.size && rcost.up_bytes == rs.up.size);
+        CHECK(rs.up.size < fl_dense_msg_bytes(&arch) && rs.priv.size > 0 &&
+              a->job_down(ss, 2, 0, NULL) > 0);
+        a->eval_params(ss, -1, NULL, 0, &g0); /* the initial model */
+        CHECK(a->server_absorb(ss, 2, rs.up.data, rs.up.size, 1, 1, &err) == SIM_OK);
+        a->server_aggregate(ss);
+        a->eval_params(ss, -1, NULL, 0, &g1); /* shared part: client 2's; personal: initial */
+        a->eval_params(ss, 2, rs.priv.data, rs.priv.size, &em); /* client 2's trained model */
+        size_t moved = 0, mine = 0;
+        int ok = 1;
+        for (size_t j = 0; j < nf; j++) {
+            if (g1.params[j] != g0.params[j]) moved++, ok &= g1.params[j] == em.params[j];
+            if (em.params[j] != g1.params[j]) mine++, ok &= g1.params[j] == g0.params[j];
+        }
+        CHECK_MSG(moved > 0 && mine > 0 && ok, "%s: shared part moved (%zu), personal kept (%zu)",
+                  a->name, moved, mine);
+        fl_result_destroy(&rs), fl_result_destroy(&rcost);
+        a->server_free(ss);
+    }
+
+    /* Ditto: twice FedAvg's FLOPs, the same upload, a personal model in private state */
+    void *sd = fl_ditto.server_new(&env, &err);
+    fl_result rd, rf;
+    cfg.ditto_lambda = 0.1;
+    train_job(&fl_ditto, &env, sd, 1, &rd, &w);
+    train_job(&fl_fedavg, &env, sa, 1, &rf, &w);
+    CHECK(rd.cost.flops == 2 * rf.cost.flops && rd.priv.size > 0 && rd.up.size == rf.up.size);
+    fl_ditto.eval_params(sd, 1, rd.priv.data, rd.priv.size, &em);
+    fl_ditto.eval_params(sd, -1, NULL, 0, &g0);
+    CHECK(memcmp(g0.params, em.params, nf * 4) != 0);
+    fl_result_destroy(&rd), fl_result_destroy(&rf);
+    fl_ditto.server_free(sd);
+    nn_model_destroy(&em), nn_model_destroy(&g0), nn_model_destroy(&g1);
+    fl_fedavg.server_free(sa);
+    fl_worker_destroy(&w);
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);

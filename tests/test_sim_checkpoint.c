@@ -41,6 +41,8 @@ static const char *const variants[][2] = {
         {"fedpews", "--set algorithm.name=fedpews --set algorithm.pews.warmup=0.6"},
         /* the gates (private, with their running statistics) and per-parameter sums */
         {"pfedgate", "--set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.5"},
+        /* masks and weights in private state, per-client copies the server tracks, all phases */
+        {"dmpfl", "--set algorithm.name=dmpfl --set algorithm.dmpfl.iterations=1"},
 };
 
 static int status_of(int st)

@@ -77,6 +77,10 @@ static void test_bad(void)
              "/nonexistent/train-images-idx3-ubyte.gz"},
             {"name: fedavg", "name: fedsgd", "bad.yaml:6:19: algorithm: unknown name 'fedsgd'"},
             {"latency: 10 ms", "latency: 10 MB", "not a time unit"},
+            {"name: fedavg", "name: dmpfl, dmpfl: {sparsity: 1.5}",
+             "bad.yaml:6:44: sparsity: 1.5 is out of range"},
+            {"name: fedavg", "name: dmpfl, dmpfl: {phase1: 0.8, phase2a: 0.5}",
+             "bad.yaml:6:56: dmpfl: phase1 0.8 + phase2a 0.5 is more than a whole iteration"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);
@@ -84,6 +88,38 @@ static void test_bad(void)
         CHECK_MSG(strstr(msg, cases[i].want) != NULL, "'%s': message '%s' lacks '%s'", cases[i].to,
                   msg, cases[i].want);
     }
+}
+
+/* eval.shift: one column per share; share 0 is the unshifted mean; the same outputs whatever
+ * the number of workers (DM-PFL+, whose private state and per-sample choice cross processes). */
+static void test_shift(void)
+{
+    char a[160], b[160], opts[400], pa[200], pb[200];
+    snprintf(a, sizeof a, "%s/shift0", dir);
+    snprintf(b, sizeof b, "%s/shift2", dir);
+    const char *set = "--set algorithm.name=dmpfl+ --set 'eval.shift=[0, 0.5, 1]' -q";
+    snprintf(opts, sizeof opts, "%s %s --workers 0", a, set);
+    CHECK(run_tiny(opts) == 0);
+    snprintf(opts, sizeof opts, "%s %s --workers 2", b, set);
+    CHECK(run_tiny(opts) == 0);
+    snprintf(pa, sizeof pa, "%s/metrics.tsv", a);
+    snprintf(pb, sizeof pb, "%s/metrics.tsv", b);
+    CHECK_MSG(test_same_file(pa, pb), "eval.shift: metrics identical with 0 and 2 workers");
+    size_t len;
+    char *txt = test_slurp(pa, &len);
+    CHECK(txt && strstr(txt, "\tdensity\tacc_shift_0\tacc_shift_0.5\tacc_shift_1\n"));
+    int rows = 0, same = 1;
+    for (char *line = txt ? strchr(strstr(txt, "acc_shift_1"), '\n') : NULL; line && line[1];
+         line = strchr(line + 1, '\n')) {
+        double v[15];
+        int n = sscanf(line + 1, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf",
+                       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+                       &v[11], &v[12], &v[13], &v[14]);
+        rows++;
+        same &= n == 15 && v[7] == v[12] && v[14] >= 0 && v[14] <= 1;
+    }
+    CHECK_MSG(rows == 5 && same, "%d rows with acc_shift_0 = acc_pers_mean", rows);
+    free(txt);
 }
 
 int main(void)
@@ -140,6 +176,7 @@ int main(void)
               "fedsim check: %s", txt ? strstr(txt, "# capacity") : "(nothing)");
     free(txt);
     test_bad();
+    test_shift();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
     return CHECK_DONE();
