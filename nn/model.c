@@ -91,8 +91,20 @@ static nn_layer *push(nn_arch *a, nn_op op)
     return l;
 }
 
+/* out, or ⌈width·out⌉ for the first n_thin conv/linear layers of a NAME@width model. */
+static int thin(const nn_arch *a, int out)
+{
+    int k = 0;
+    for (int i = 0; i < a->n; i++)
+        k += a->l[i].op == NN_CONV || a->l[i].op == NN_LINEAR;
+    if (k >= a->n_thin) return out;
+    int n = (int)ceil(a->width * out - 1e-9);
+    return n < 1 ? 1 : n;
+}
+
 static void add_conv(nn_arch *a, const char *name, int out, int k, int pad, int bias)
 {
+    out = thin(a, out);
     nn_layer *l = push(a, NN_CONV);
     char nm[24];
     l->oc = out;
@@ -112,6 +124,7 @@ static void add_conv(nn_arch *a, const char *name, int out, int k, int pad, int 
 
 static void add_linear(nn_arch *a, const char *name, int out, int bias)
 {
+    out = thin(a, out);
     int c, h, w;
     cur_shape(a, &c, &h, &w);
     int blk = 1;
@@ -235,9 +248,13 @@ static int need_image(const nn_arch *a, const char *name, int min_hw, sim_err *e
     return SIM_OK;
 }
 
-int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes, sim_err *err)
+/* The model called name (without a @width suffix), its hidden layers thinned to width. */
+static int build_named(nn_arch *a, const char *name, int c, int h, int w, int classes, double width,
+                       int n_thin, sim_err *err)
 {
     memset(a, 0, sizeof *a);
+    a->width = width;
+    a->n_thin = n_thin;
     snprintf(a->name, sizeof a->name, "%s", name);
     a->in_c = c;
     a->in_h = h;
@@ -304,6 +321,25 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
     }
     finish(a);
     return SIM_OK;
+}
+
+int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes, sim_err *err)
+{
+    const char *at = strchr(name, '@');
+    if (!at) return build_named(a, name, c, h, w, classes, 1, 0, err);
+    char base[64], *end;
+    double p = strtod(at + 1, &end);
+    if (at == name || at - name >= (long)sizeof base || end == at + 1 || *end || !(p > 0 && p <= 1))
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "model '%s': expected NAME@WIDTH with a width in (0, 1]", name);
+    snprintf(base, sizeof base, "%.*s", (int)(at - name), name);
+    /* built once in full to count its conv/linear layers: all but the head get thinner */
+    int rc = build_named(a, base, c, h, w, classes, 1, 0, err), n_param = 0;
+    for (int i = 0; rc == SIM_OK && i < a->n; i++)
+        n_param += a->l[i].op == NN_CONV || a->l[i].op == NN_LINEAR;
+    if (rc == SIM_OK) rc = build_named(a, base, c, h, w, classes, p, n_param - 1, err);
+    if (rc == SIM_OK) snprintf(a->name, sizeof a->name, "%s", name);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -61,6 +61,8 @@ typedef struct nn_arch {
     nn_layer l[NN_MAX_LAYERS];
     int n;
     nn_layout layout;
+    double width; /* NAME@width: hidden layers were built with ceil(width·C) outputs (else 1) */
+    int n_thin;   /* while building: how many conv/linear layers, from the first, get width */
 } nn_arch;
 
 /* Build an architecture by name for inputs of shape (c, h, w) and `classes` outputs:
@@ -73,6 +75,9 @@ typedef struct nn_arch {
  *                        64 + pool (no padding), fc 2048, fc classes
  *   fedpews-mlp          FedPeWS: mlp 5-32-64-128-32-4
  *   fedpews-cnn          FedPeWS Table 5: 3 × (conv3x3 p1 32/64/128 + pool), fc classes
+ *   NAME@p               any of these with ⌈p·C⌉ outputs in every hidden conv/linear layer, as a
+ *                        model of its own (initialized for its own fan-in): the model the
+ *                        weakest client can hold, for FedAvg at the weakest width
  * Returns SIM_EINVAL with a message for unknown names or shapes that do not fit. */
 int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes, sim_err *err);
 

@@ -39,6 +39,11 @@ static void test_param_counts(void)
             {"fedpews-mlp", 5, 1, 1, 4, 14884},
             {"mlp:784-200-200-10", 1, 28, 28, 10, 199210},
             {"fedpews-cnn", 3, 32, 32, 20, 134228},
+            /* NAME@p, a model of its own: as many parameters as the p-wide sub-model of
+             * spec 004 §2.7's table (below), and the head keeps the classes */
+            {"pa3dfl-cnn@0.0625", 1, 28, 28, 10, 6914},
+            {"pa3dfl-cnn@0.25", 1, 28, 28, 10, 108362},
+            {"mlp:784-200-200-10@0.5", 1, 28, 28, 10, 784 * 100 + 100 + 100 * 100 + 100 + 1010},
     };
     for (size_t i = 0; i < SIM_ARRAY_LEN(cases); i++) {
         nn_arch a;
@@ -81,6 +86,11 @@ static void test_param_counts(void)
     CHECK(nn_arch_build(&a, "mlp:784-10", 1, 28, 28, 12, &err) == SIM_EINVAL);
     CHECK(nn_arch_build(&a, "mlp:784-x-10", 1, 28, 28, 10, &err) == SIM_EINVAL);
     CHECK(nn_arch_build(&a, "lenet5-caffe", 5, 1, 1, 4, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "cnn2@0", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "cnn2@1.5", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "cnn2@0.5x", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK(nn_arch_build(&a, "@0.5", 1, 28, 28, 10, &err) == SIM_EINVAL);
+    CHECK_MSG(strstr(err.msg, "NAME@WIDTH") != NULL, "%s", err.msg);
 }
 
 /* ---- whole-model gradient check ---- */
