@@ -77,6 +77,19 @@ typedef struct fl_pfedgate_config {
     int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
 } fl_pfedgate_config;
 
+/* Pa3dFL's settings (`algorithm.pa3dfl:`; spec 004, defaults its Fashion Hetero column). */
+#define FL_PA3DFL_MAX_DEPTH 4
+typedef struct fl_pa3dfl_config {
+    double lambda; /* λ of the orthogonality penalty (Eq. 32) */
+    double hn_lr;  /* γ, the hyper-network's SGD step */
+    int embed;     /* d_e */
+    int hidden;    /* d_h */
+    int depth;     /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
+    double p_min;  /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
+    double val;    /* share of a client's training samples held out to choose α */
+    int alphas;    /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
+} fl_pa3dfl_config;
+
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -91,6 +104,7 @@ typedef struct fl_config {
     fl_width_config width;
     fl_pews_config pews;
     fl_pfedgate_config pfedgate;
+    fl_pa3dfl_config pa3dfl;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -179,7 +193,7 @@ typedef struct fl_algo {
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft;
+        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_pa3dfl;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

@@ -21,6 +21,8 @@ enum {
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_WIDTH = 8,        /* FjORD's width draws; index: client << 32 | round */
     SIM_RNG_MASKS = 9,        /* FedPeWS's mask samples; index: the job's batch stream */
+    SIM_RNG_PA3DFL = 10,      /* Pa3dFL's initial state; index: 0 general factors, 1 personal
+                                 factors, 2 frozen global head, 3 hyper-network */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 
