@@ -80,14 +80,15 @@ typedef struct fl_pfedgate_config {
 /* Pa3dFL's settings (`algorithm.pa3dfl:`; spec 004, defaults its Fashion Hetero column). */
 #define FL_PA3DFL_MAX_DEPTH 4
 typedef struct fl_pa3dfl_config {
-    double lambda; /* λ of the orthogonality penalty (Eq. 32) */
-    double hn_lr;  /* γ, the hyper-network's SGD step */
-    int embed;     /* d_e */
-    int hidden;    /* d_h */
-    int depth;     /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
-    double p_min;  /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
-    double val;    /* share of a client's training samples held out to choose α */
-    int alphas;    /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
+    double lambda;  /* λ of the orthogonality penalty (Eq. 32) */
+    double hn_lr;   /* γ, the hyper-network's SGD step */
+    double hn_clip; /* gradient-norm clip of the embeddings, encoder and temperatures (0: none) */
+    int embed;      /* d_e */
+    int hidden;     /* d_h */
+    int depth;      /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
+    double p_min; /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
+    double val;   /* share of a client's training samples held out to choose α */
+    int alphas;   /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
 } fl_pa3dfl_config;
 
 typedef struct fl_config {
@@ -224,6 +225,10 @@ typedef struct fl_loop {
     nn_cost before; /* m->cost at the start */
 } fl_loop;
 
+/* The steps of a job on n samples (local_steps, or local_epochs passes in batches), and the size
+ * of batch `step` of them: each epoch ends on the short batch (for cost-only schedules). */
+int64_t fl_job_steps(const fl_env *env, int n);
+int fl_job_batch(int64_t step, int n, int B);
 /* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m);
 /* Gather the next minibatch: its size, or 0 once every step was taken. */

@@ -319,8 +319,13 @@ static void pa3dfl_aggregate(void *p)
     float *grad = sim_xcalloc(s->hn.n_small, sizeof(float));
     double gamma = s->env->cfg->pa3dfl.hn_lr;
     fl_p3_hn_backward(&s->hn, m, s->pend, g, grad, NULL, gamma);
+    double clip = s->env->cfg->pa3dfl.hn_clip, nrm = 0, sc = 1;
+    for (size_t j = 0; j < s->hn.dec_b; j++)
+        nrm += (double)grad[j] * grad[j];
+    nrm = sqrt(nrm);
+    if (clip > 0 && nrm > clip) sc = clip / nrm;
     for (size_t j = 0; j < s->hn.n_small; j++)
-        s->hn.phi[j] -= (float)(gamma * grad[j]);
+        s->hn.phi[j] -= (float)(gamma * (j < s->hn.dec_b ? sc : 1) * grad[j]);
     s->encoded = 0;
     free(grad);
     for (int k = 0; k < m; k++)
@@ -452,11 +457,9 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
     const fl_config *cfg = env->cfg;
     int n = env->part->n[job->client], nv = val_count(env, n), nt = n - nv, B = cfg->batch_size;
     if (nt <= 0) return;
-    int per_epoch = (nt + B - 1) / B;
-    int64_t steps =
-            cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * per_epoch;
+    int64_t steps = fl_job_steps(env, nt);
     for (int64_t st = 0; st < steps; st++) {
-        int nb = st % per_epoch == nt / B ? nt % B : B; /* the short batch ends each epoch */
+        int nb = fl_job_batch(st, nt, B);
         nn_cost c;
         nn_model_step_cost(m, nb, &c);
         res->cost.flops += c.flops + extra_step_flops(d, kb, nb, cfg->pa3dfl.lambda);

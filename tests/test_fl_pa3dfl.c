@@ -241,7 +241,7 @@ int main(void)
                      .lr = 0.1,
                      .lr_decay = 1,
                      .server_lr = 1};
-    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 0.1, 8, 8, 2, 0, 0.1, 11};
+    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 1, 1, 8, 8, 2, 0, 0.1, 11};
     double cap[] = {1, 0.25, 0.0625, 0.5};
     fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap};
     CHECK(fl_pa3dfl.client_width(&env, 2) == 0.25 && fl_pa3dfl.client_width(&env, 1) == 0.5);
