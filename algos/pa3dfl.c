@@ -447,7 +447,7 @@ static int val_count(const fl_env *env, int n)
 {
     const fl_pa3dfl_config *c = &env->cfg->pa3dfl;
     int nv = c->alphas > 1 ? (int)lround(c->val * n) : 0;
-    return nv >= n ? n - 1 : nv;
+    return nv >= n ? (n > 0 ? n - 1 : 0) : nv;
 }
 
 /* What a job costs without running it: the same schedule of batches as fl_loop. */
@@ -456,8 +456,7 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
 {
     const fl_config *cfg = env->cfg;
     int n = env->part->n[job->client], nv = val_count(env, n), nt = n - nv, B = cfg->batch_size;
-    if (nt <= 0) return;
-    int64_t steps = fl_job_steps(env, nt);
+    int64_t steps = nt > 0 ? fl_job_steps(env, nt) : 0;
     for (int64_t st = 0; st < steps; st++) {
         int nb = fl_job_batch(st, nt, B);
         nn_cost c;
@@ -465,10 +464,11 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
         res->cost.flops += c.flops + extra_step_flops(d, kb, nb, cfg->pa3dfl.lambda);
         res->cost.samples += nb;
     }
-    if (nv > 0) {
+    res->cost.flops += fl_p3_compose_flops(d, kb); /* the trained model, for the test model */
+    if (nv > 0) {                                  /* the received one, and the α grid */
         nn_cost c;
         nn_model_forward_cost(m, nv, &c);
-        res->cost.flops += 2 * fl_p3_compose_flops(d, kb) + cfg->pa3dfl.alphas * c.flops;
+        res->cost.flops += fl_p3_compose_flops(d, kb) + cfg->pa3dfl.alphas * c.flops;
     }
     res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
 }

@@ -1,8 +1,8 @@
 /* tests/test_fl_pa3dfl.c -- Pa3dFL (algos/pa3dfl.c, algos/pa3dfl_parts.c): the decomposition of
- * the Fashion CNN has spec 004 §2.7's shapes and §2.12's payloads at every width; a recovered
- * weight is u_i·v_j at channel j·R1 + i; the factorized layers' gradients (through the narrowed
- * model, with Eq. 32) and the hyper-network's pass a finite-difference check, and a broken one
- * does not; the server averages the general factors unweighted; messages are as long as their
+ * the Fashion CNN has spec 004 §2.7's shapes, recovery MACs and §2.12's payloads at every width; a
+ * recovered weight is u_i·v_j at channel j·R1 + i; the factorized layers' gradients (through the
+ * narrowed model, with Eq. 32) and the hyper-network's pass a finite-difference check, and a broken
+ * one does not; the server averages the general factors unweighted; messages are as long as their
  * encodings and cost-only jobs report the real FLOPs and bytes; a few rounds on synthetic data
  * beat chance; server state survives a checkpoint round trip. */
 #include "algos/algo.h"
@@ -115,6 +115,13 @@ int main(void)
     long payload[] = {12245, 32126, 111440, 428276, 1694780}; /* p = 1/16, 1/8, … 1 */
     for (int k = 0; k < 5; k++)
         CHECK_EQ_I64(fd.n_u + fl_p3_kept(&fd, 1 << k), payload[k]);
+    /* recovery MACs per step, §2.7's last column (FLOPs count 2 per MAC) */
+    CHECK(fl_p3_compose_flops(&fd, 1) == 2 * 210402.0);
+    CHECK(fl_p3_compose_flops(&fd, 16) == 2 * 53562912.0);
+    /* "Ideal": p_min = 1, one block per layer */
+    CHECK(fl_p3_net_build(&fd, &fa, 1, &err) == SIM_OK);
+    CHECK_EQ_I64(fd.n_u, 349728);
+    CHECK_EQ_I64(fd.n_v, 1672217);
     CHECK(fl_p3_net_build(&fd, &fa, 1.0 / 128, &err) == SIM_EINVAL); /* 32/128 channels */
 
     /* a small model for the rest: the same CNN on 8×8 images, p_min = 1/4 */
@@ -262,11 +269,12 @@ int main(void)
         msgpack_sbuffer_init(&priv[c]);
     }
     for (int round = 0; round < 8; round++) {
+        cfg.pa3dfl.alphas = round == 1 ? 1 : 11; /* round 1: no α search, nothing held out */
         for (int c = 0; c < 4; c++) {
             fl_result res;
             run_job(&env, s, c, round, &w, &res, NULL, 0);
             CHECK(res.up_bytes == res.up.size);
-            if (round == 0) {
+            if (round < 2) {
                 /* the reply holds u and the kept entries of a width-p client */
                 int kc = c == 0 ? 4 : c == 2 ? 1 : 2;
                 CHECK_EQ_I64(res.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u) + 2 +
