@@ -89,6 +89,7 @@ typedef struct fl_pa3dfl_config {
     double p_min; /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
     double val;   /* share of a client's training samples held out to choose α */
     int alphas;   /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
+    int hn;       /* 0: Table 3's "w.o. HN-based Agg." (personal parts stay on the clients) */
 } fl_pa3dfl_config;
 
 typedef struct fl_config {

@@ -520,6 +520,7 @@ static int load_pa3dfl(fl_pa3dfl_config *c, section *alg, sim_err *err)
         (rc = get_int(&s, "depth", 1, FL_PA3DFL_MAX_DEPTH, 4, &c->depth, err)) ||
         (rc = get_double(&s, "val", 0, 0.9, 0.1, &c->val, err)) ||
         (rc = get_int(&s, "alphas", 1, 1001, 11, &c->alphas, err)) ||
+        (rc = get_bool(&s, "hn", 1, &c->hn, err)) ||
         (rc = get_str(&s, "p_min", "auto", pv, sizeof pv, err)))
         return rc;
     c->p_min = 0;

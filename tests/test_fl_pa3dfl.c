@@ -4,7 +4,8 @@
  * narrowed model, with Eq. 32) and the hyper-network's pass a finite-difference check, and a broken
  * one does not; the server averages the general factors unweighted; messages are as long as their
  * encodings and cost-only jobs report the real FLOPs and bytes; a few rounds on synthetic data
- * beat chance; server state survives a checkpoint round trip. */
+ * beat chance, with the hyper-network and without (the ablation keeps the personal part in the
+ * private state, and only u travels); server state survives a checkpoint round trip. */
 #include "algos/algo.h"
 #include "algos/pa3dfl.h"
 #include "nn/pack.h"
@@ -248,7 +249,7 @@ int main(void)
                      .lr = 0.1,
                      .lr_decay = 1,
                      .server_lr = 1};
-    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 1, 1, 8, 8, 2, 0, 0.1, 11};
+    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 1, 1, 8, 8, 2, 0, 0.1, 11, 1};
     double cap[] = {1, 0.25, 0.0625, 0.5};
     fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap};
     CHECK(fl_pa3dfl.client_width(&env, 2) == 0.25 && fl_pa3dfl.client_width(&env, 1) == 0.5);
@@ -366,6 +367,39 @@ int main(void)
         free(u0), free(u1), free(k0), free(k1), free(ua);
         fl_result_destroy(&r0), fl_result_destroy(&r1);
         fl_pa3dfl.server_free(s2);
+    }
+    /* Table 3's ablation (hn: false): only u travels, the personal part lives in the private
+     * state from job to job, and a reply without "v" is refused by the full method */
+    {
+        cfg.pa3dfl.hn = 0;
+        void *sa = fl_pa3dfl.server_new(&env, &err);
+        fl_result ra;
+        for (int round = 0; round < 6; round++) {
+            for (int c = 0; c < 4; c++) {
+                run_job(&env, sa, c, round, &w, &ra, round ? priv[c].data : NULL,
+                        round ? priv[c].size : 0);
+                CHECK_EQ_I64(ra.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u));
+                CHECK(fl_pa3dfl.server_absorb(sa, c, ra.up.data, ra.up.size, 1, 1, &err) == SIM_OK);
+                if (round == 0 && c == 0) {
+                    cfg.pa3dfl.hn = 1;
+                    CHECK(fl_pa3dfl.server_absorb(s, c, ra.up.data, ra.up.size, 1, 1, &err) ==
+                          SIM_EFORMAT);
+                    cfg.pa3dfl.hn = 0;
+                }
+                priv[c].size = 0;
+                msgpack_sbuffer_write(&priv[c], ra.priv.data, ra.priv.size);
+                fl_result_destroy(&ra);
+            }
+            fl_pa3dfl.server_aggregate(sa);
+        }
+        double acc_a = 0;
+        for (int c = 0; c < 4; c++) {
+            fl_pa3dfl.eval_params(sa, c, priv[c].data, priv[c].size, &em);
+            acc_a += nn_evaluate(&em, &test, NULL, test.n, NULL) / 4;
+        }
+        CHECK_MSG(acc_a > 0.6, "without the hyper-network: accuracy %.3f", acc_a);
+        fl_pa3dfl.server_free(sa);
+        cfg.pa3dfl.hn = 1;
     }
     for (int c = 0; c < 4; c++)
         msgpack_sbuffer_destroy(&priv[c]);
