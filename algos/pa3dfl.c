@@ -285,7 +285,9 @@ static size_t pa3dfl_down(void *p, int32_t client, int32_t round, msgpack_sbuffe
 }
 
 /* Eq. 6 needs every u; the hyper-network's gradient (Eq. 7) needs what the client was sent, which
- * φ (unchanged until aggregation) regenerates, so only the difference is kept. */
+ * φ (unchanged until aggregation in sync rounds, the paper's setting) regenerates, so only the
+ * difference is kept. Under async federation φ may have moved since the dispatch: the gradient
+ * is then taken at φ as the reply finds it. */
 static int pa3dfl_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
                          double mass, sim_err *err)
 {

@@ -10,6 +10,7 @@
 #include "algos/pa3dfl.h"
 #include "nn/pack.h"
 #include "tests/check.h"
+#include "tests/fljob.h"
 #include "tests/gradcheck.h"
 
 #include <math.h>
@@ -68,24 +69,15 @@ static double hloss(void *p)
     return l;
 }
 
-static void run_job(const fl_env *env, void *s, int client, int round, fl_worker *w, fl_result *res,
-                    const void *priv, size_t priv_len)
+/* Mean accuracy of the 4 clients' personalized models on the test set (priv NULL: none yet). */
+static double mean_acc(void *s, const msgpack_sbuffer *priv, nn_model *em, const nn_dataset *test)
 {
-    msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    size_t n = fl_pa3dfl.job_down(s, client, round, &down);
-    CHECK(n == down.size && n == fl_pa3dfl.job_down(s, client, round, NULL));
-    fl_job j = {client,
-                round,
-                down.data,
-                down.size,
-                priv,
-                priv_len,
-                (uint64_t)client << 32 | (uint32_t)round};
-    sim_err err = {0};
-    fl_result_init(res);
-    CHECK_MSG(fl_pa3dfl.client_train(env, &j, w, res, &err) == SIM_OK, "%s", err.msg);
-    msgpack_sbuffer_destroy(&down);
+    double acc = 0;
+    for (int c = 0; c < 4; c++) {
+        fl_pa3dfl.eval_params(s, c, priv ? priv[c].data : NULL, priv ? priv[c].size : 0, em);
+        acc += nn_evaluate(em, test, NULL, test->n, NULL) / 4;
+    }
+    return acc;
 }
 
 static void save(void *s, msgpack_sbuffer *sb)
@@ -263,17 +255,14 @@ int main(void)
     fl_p3_net md;
     CHECK(fl_p3_net_build(&md, &ma, 0.25, &err) == SIM_OK);
     msgpack_sbuffer priv[4];
-    double acc0 = 0;
-    for (int c = 0; c < 4; c++) {
-        fl_pa3dfl.eval_params(s, c, NULL, 0, &em);
-        acc0 += nn_evaluate(&em, &test, NULL, test.n, NULL) / 4;
+    double acc0 = mean_acc(s, NULL, &em, &test);
+    for (int c = 0; c < 4; c++)
         msgpack_sbuffer_init(&priv[c]);
-    }
     for (int round = 0; round < 8; round++) {
         cfg.pa3dfl.alphas = round == 1 ? 1 : 11; /* round 1: no α search, nothing held out */
         for (int c = 0; c < 4; c++) {
             fl_result res;
-            run_job(&env, s, c, round, &w, &res, NULL, 0);
+            test_job(&fl_pa3dfl, &env, s, c, round, NULL, 0, &res, &w);
             CHECK(res.up_bytes == res.up.size);
             if (round < 2) {
                 /* the reply holds u and the kept entries of a width-p client */
@@ -314,8 +303,8 @@ int main(void)
     /* Eq. 6: the general factors become the plain mean of what the clients sent */
     {
         fl_result r0, r1;
-        run_job(&env, s, 0, 9, &w, &r0, NULL, 0);
-        run_job(&env, s, 2, 9, &w, &r1, NULL, 0);
+        test_job(&fl_pa3dfl, &env, s, 0, 9, NULL, 0, &r0, &w);
+        test_job(&fl_pa3dfl, &env, s, 2, 9, NULL, 0, &r1, &w);
         float *u0 = malloc(4 * md.n_u), *u1 = malloc(4 * md.n_u);
         float *k0 = malloc(4 * fl_p3_kept(&md, 4)), *k1 = malloc(4 * fl_p3_kept(&md, 1));
         msgpack_unpacked mu;
@@ -376,8 +365,8 @@ int main(void)
         fl_result ra;
         for (int round = 0; round < 6; round++) {
             for (int c = 0; c < 4; c++) {
-                run_job(&env, sa, c, round, &w, &ra, round ? priv[c].data : NULL,
-                        round ? priv[c].size : 0);
+                test_job(&fl_pa3dfl, &env, sa, c, round, round ? priv[c].data : NULL,
+                         round ? priv[c].size : 0, &ra, &w);
                 CHECK_EQ_I64(ra.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u));
                 CHECK(fl_pa3dfl.server_absorb(sa, c, ra.up.data, ra.up.size, 1, 1, &err) == SIM_OK);
                 if (round == 0 && c == 0) {
@@ -392,11 +381,7 @@ int main(void)
             }
             fl_pa3dfl.server_aggregate(sa);
         }
-        double acc_a = 0;
-        for (int c = 0; c < 4; c++) {
-            fl_pa3dfl.eval_params(sa, c, priv[c].data, priv[c].size, &em);
-            acc_a += nn_evaluate(&em, &test, NULL, test.n, NULL) / 4;
-        }
+        double acc_a = mean_acc(sa, priv, &em, &test);
         CHECK_MSG(acc_a > 0.6, "without the hyper-network: accuracy %.3f", acc_a);
         fl_pa3dfl.server_free(sa);
         cfg.pa3dfl.hn = 1;
