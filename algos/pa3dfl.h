@@ -50,9 +50,8 @@ typedef struct fl_p3_net {
     int nb;                /* blocks per layer, 1/p_min */
 } fl_p3_net;
 
-/* Decompose architecture a at width quantum p_min (a power of two ≤ 1): SIM_EINVAL when a layer
- * has a bias-free shape that does not split (T·p_min not an integer) or the last layer is not
- * linear. */
+/* Decompose architecture a at width quantum p_min (1/n): SIM_EINVAL when a layer's channels do
+ * not split into 1/p_min blocks, the last layer is not linear, or a has batch norm. */
 int fl_p3_net_build(fl_p3_net *d, const nn_arch *a, double p_min, sim_err *err);
 /* Blocks a client of width p keeps: p/p_min rounded. */
 int fl_p3_blocks(const fl_p3_net *d, double p);

@@ -13,8 +13,11 @@ int fl_p3_net_build(fl_p3_net *d, const nn_arch *a, double p_min, sim_err *err)
 {
     memset(d, 0, sizeof *d);
     int last = -1;
-    for (int i = 0; i < a->n; i++)
+    for (int i = 0; i < a->n; i++) {
         if (a->l[i].op == NN_CONV || a->l[i].op == NN_LINEAR) last = i;
+        if (a->l[i].op == NN_BATCHNORM) /* its parameters would be neither factor */
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "pa3dfl: %s has batch norm", a->name);
+    }
     if (last != a->n - 1 || a->l[last].op != NN_LINEAR)
         return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "pa3dfl: %s does not end on a linear head",
                         a->name);

@@ -116,6 +116,9 @@ int main(void)
     CHECK_EQ_I64(fd.n_u, 349728);
     CHECK_EQ_I64(fd.n_v, 1672217);
     CHECK(fl_p3_net_build(&fd, &fa, 1.0 / 128, &err) == SIM_EINVAL); /* 32/128 channels */
+    nn_arch bn;
+    CHECK(nn_arch_build(&bn, "mlpbn:5-32-4", 5, 1, 1, 4, &err) == SIM_OK);
+    CHECK(fl_p3_net_build(&fd, &bn, 0.25, &err) == SIM_EINVAL);
 
     /* a small model for the rest: the same CNN on 8×8 images, p_min = 1/4 */
     nn_arch a;
