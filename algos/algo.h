@@ -95,6 +95,21 @@ typedef struct fl_dmpfl_config {
     int reset_private;  /* phase 2b starts from zero private weights (Algorithm 3 literally) */
 } fl_dmpfl_config;
 
+/* Pa3dFL's settings (`algorithm.pa3dfl:`; spec 004, defaults its Fashion Hetero column). */
+#define FL_PA3DFL_MAX_DEPTH 4
+typedef struct fl_pa3dfl_config {
+    double lambda;  /* λ of the orthogonality penalty (Eq. 32) */
+    double hn_lr;   /* γ, the hyper-network's SGD step */
+    double hn_clip; /* gradient-norm clip of the embeddings, encoder and temperatures (0: none) */
+    int embed;      /* d_e */
+    int hidden;     /* d_h */
+    int depth;      /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
+    double p_min; /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
+    double val;   /* share of a client's training samples held out to choose α */
+    int alphas;   /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
+    int hn;       /* 0: Table 3's "w.o. HN-based Agg." (personal parts stay on the clients) */
+} fl_pa3dfl_config;
+
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -111,6 +126,7 @@ typedef struct fl_config {
     fl_pfedgate_config pfedgate;
     fl_dmpfl_config dmpfl;
     double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
+    fl_pa3dfl_config pa3dfl;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -200,7 +216,7 @@ typedef struct fl_algo {
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
         fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
-        fl_fedper, fl_lgfedavg, fl_ditto;
+        fl_fedper, fl_lgfedavg, fl_ditto, fl_pa3dfl;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 
@@ -231,6 +247,10 @@ typedef struct fl_loop {
     nn_cost before; /* m->cost at the start */
 } fl_loop;
 
+/* The steps of a job on n samples (local_steps, or local_epochs passes in batches), and the size
+ * of batch `step` of them: each epoch ends on the short batch (for cost-only schedules). */
+int64_t fl_job_steps(const fl_env *env, int n);
+int fl_job_batch(int64_t step, int n, int B);
 /* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m);
 /* Gather the next minibatch: its size, or 0 once every step was taken. */

@@ -105,11 +105,17 @@ void fl_prox_grad(nn_model *m, double mu, const float *anchor)
     }
 }
 
-static int64_t job_steps(const fl_env *env, int n)
+int64_t fl_job_steps(const fl_env *env, int n)
 {
     const fl_config *cfg = env->cfg;
     int B = cfg->batch_size;
     return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+}
+
+int fl_job_batch(int64_t step, int n, int B)
+{
+    int per_epoch = (n + B - 1) / B;
+    return step % per_epoch == n / B ? n % B : B;
 }
 
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
@@ -119,7 +125,7 @@ int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
     memset(L, 0, sizeof *L);
     if (n <= 0) return 0;
     L->m = m;
-    L->steps = job_steps(env, n);
+    L->steps = fl_job_steps(env, n);
     L->lr = cfg->lr;
     for (int r = 0; r < job->round; r++)
         L->lr *= cfg->lr_decay;
@@ -159,7 +165,7 @@ void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double
     int n = env->part->n[job->client];
     if (n <= 0) return;
     if (env->cost_only) {
-        cost_only(m, n, cfg->batch_size, job_steps(env, n), res);
+        cost_only(m, n, cfg->batch_size, fl_job_steps(env, n), res);
         return;
     }
     fl_loop L;

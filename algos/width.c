@@ -183,11 +183,9 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
     if (env->cost_only) {
         int n = env->part->n[job->client], B = cfg->batch_size;
         if (n <= 0) return;
-        int per_epoch = (n + B - 1) / B;
-        int64_t steps =
-                cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * per_epoch;
+        int64_t steps = fl_job_steps(env, n);
         for (int64_t st = 0; st < steps; st++) {
-            int nb = st % per_epoch == n / B ? n % B : B; /* the short batch ends each epoch */
+            int nb = fl_job_batch(st, n, B);
             double p = fl_fjord_draw(&cfg->width, top, &r);
             if (kd) add_flops(&res->cost, m, nb);
             if (!kd || p < top) {

@@ -695,6 +695,13 @@ void nn_model_reset_narrowing(nn_model *m)
     refresh(m);
 }
 
+const float *nn_model_features(const nn_model *m)
+{
+    const nn_arch *a = &m->arch;
+    assert(a->n >= 2 && a->l[a->n - 1].op == NN_LINEAR);
+    return m->work->out[a->n - 2];
+}
+
 double nn_model_unit_density(const nn_model *m)
 {
     double s = 0;
@@ -1024,7 +1031,8 @@ int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, doub
     return correct;
 }
 
-void nn_model_step_cost(const nn_model *m, int B, nn_cost *c)
+/* forward (train 0) or forward + backward (train 1) of every conv/linear layer */
+static void model_cost(const nn_model *m, int B, int train, nn_cost *c)
 {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < m->arch.n; i++) {
@@ -1035,9 +1043,20 @@ void nn_model_step_cost(const nn_model *m, int B, nn_cost *c)
         out_list(m, i, &no);
         int masked = m->emask[l->wt] != NULL;
         double dens = block_density(m, i), f = gemm_flops(l, ni, no, B);
-        add_cost(c, f * (i ? 3 : 2), masked, dens); /* forward, dW, and dx except at the input */
+        /* forward, dW, and dx except at the input */
+        add_cost(c, train ? f * (i ? 3 : 2) : f, masked, dens);
     }
     c->samples = B;
+}
+
+void nn_model_step_cost(const nn_model *m, int B, nn_cost *c)
+{
+    model_cost(m, B, 1, c);
+}
+
+void nn_model_forward_cost(const nn_model *m, int B, nn_cost *c)
+{
+    model_cost(m, B, 0, c);
 }
 
 uint64_t nn_model_pattern(const nn_model *m)

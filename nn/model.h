@@ -168,6 +168,8 @@ void nn_model_reset_narrowing(nn_model *m);
  * the shapes without running anything (the same counts forward + backward add): for cost-only
  * simulation and for predicting a scenario's cost before running it. */
 void nn_model_step_cost(const nn_model *m, int B, nn_cost *c);
+/* The same for one forward pass (an evaluation) of B samples. */
+void nn_model_forward_cost(const nn_model *m, int B, nn_cost *c);
 
 /* A fingerprint of the last forward's piecewise-linear region: which ReLU outputs were positive
  * and which inputs each max-pool picked. Gradient checks use it to skip steps that cross a kink. */
@@ -182,5 +184,8 @@ size_t nn_model_live_count(const nn_model *m);
 /* Fraction of output units kept, as the unweighted mean over the conv/linear layers (the
  * density SpaFL and the width papers report; 1 for the full model). */
 double nn_model_unit_density(const nn_model *m);
+/* The input of the last layer in the last forward, (B, live features): the penultimate features a
+ * second head can read (Pa3dFL's local head). The last layer must be linear. */
+const float *nn_model_features(const nn_model *m);
 
 #endif /* NN_MODEL_H */

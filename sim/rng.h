@@ -23,6 +23,8 @@ enum {
     SIM_RNG_MASKS = 9,        /* FedPeWS's mask samples; index: the job's batch stream */
     SIM_RNG_GRAD_BATCH = 10,  /* DM-PFL's regrowth gradient batch; index: the job's batch stream */
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
+    SIM_RNG_PA3DFL = 12,      /* Pa3dFL's initial state; index: 0 general factors, 1 personal
+                                 factors, 2 frozen global head, 3 hyper-network */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -505,6 +505,38 @@ static int load_pfedgate(fl_pfedgate_config *c, section *alg, sim_err *err)
     return get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err);
 }
 
+/* `algorithm.pa3dfl:` (read for pa3dfl, checked for the others). Defaults: spec 004's Fashion
+ * Hetero column (λ 0.001, γ 1, [64, 64, 4]); p_min `auto` follows the capacities (§2.4). */
+static int load_pa3dfl(fl_pa3dfl_config *c, section *alg, sim_err *err)
+{
+    char pre[96], pv[32];
+    section s = sub(alg, "pa3dfl", pre, sizeof pre);
+    int rc = need_map(&s, "pa3dfl", err);
+    if (rc || (rc = get_double(&s, "lambda", 0, 1e3, 0.001, &c->lambda, err)) ||
+        (rc = get_double(&s, "hn_lr", 0, 1e3, 1, &c->hn_lr, err)) ||
+        (rc = get_double(&s, "hn_clip", 0, 1e9, 1, &c->hn_clip, err)) ||
+        (rc = get_int(&s, "embed", 1, 4096, 64, &c->embed, err)) ||
+        (rc = get_int(&s, "hidden", 1, 4096, 64, &c->hidden, err)) ||
+        (rc = get_int(&s, "depth", 1, FL_PA3DFL_MAX_DEPTH, 4, &c->depth, err)) ||
+        (rc = get_double(&s, "val", 0, 0.9, 0.1, &c->val, err)) ||
+        (rc = get_int(&s, "alphas", 1, 1001, 11, &c->alphas, err)) ||
+        (rc = get_bool(&s, "hn", 1, &c->hn, err)) ||
+        (rc = get_str(&s, "p_min", "auto", pv, sizeof pv, err)))
+        return rc;
+    c->p_min = 0;
+    if (strcmp(pv, "auto")) {
+        char *end;
+        double x = strtod(pv, &end);
+        int k = x > 0 ? (int)lround(1 / x) : 0;
+        if (end == pv || *end || !(x > 0 && x <= 1) || k > 1024 || (k & (k - 1)) ||
+            fabs(k * x - 1) > 1e-9)
+            return sim_yaml_fail(sim_yaml_get(s.map, "p_min"), err,
+                                 "p_min: '%s' is not auto or 1/2^k (1, 0.5, … 1/1024)", pv);
+        c->p_min = x;
+    }
+    return SIM_OK;
+}
+
 static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
 static const char *const PEWS_MODES[] = {"learned", "fixed", NULL};
 static const char *const PEWS_THETA[] = {"prob", "binary", NULL};
@@ -615,6 +647,9 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
             (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
             return rc;
     }
+    if ((!strcmp(c->name, "pa3dfl") || sim_yaml_get(s.map, "pa3dfl")) &&
+        (rc = load_pa3dfl(&c->pa3dfl, &s, err)))
+        return rc;
     if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
         sim_yaml_get(s.map, "width"))
         return load_width(&c->width, &s, c->name, err);

@@ -9,6 +9,7 @@
 #include "nn/pack.h"
 #include "nn/train.h"
 #include "tests/check.h"
+#include "tests/fljob.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,26 +18,6 @@
 static nn_dataset train, test;
 static nn_partition part;
 static nn_arch arch;
-
-static void job(const fl_algo *a, const fl_env *env, void *server, int client, int round,
-                const void *priv, size_t priv_len, fl_result *res, fl_worker *w)
-{
-    msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    size_t n = a->job_down(server, client, round, &down);
-    CHECK(n == down.size && n == a->job_down(server, client, round, NULL));
-    fl_job j = {client,
-                round,
-                down.data,
-                down.size,
-                priv,
-                priv_len,
-                (uint64_t)client << 32 | (uint32_t)round};
-    sim_err err = {0};
-    fl_result_init(res);
-    CHECK_MSG(a->client_train(env, &j, w, res, &err) == SIM_OK, "%s: %s", a->name, err.msg);
-    msgpack_sbuffer_destroy(&down);
-}
 
 /* The units bitmap of a message, as a 0/1 vector of h entries. */
 static void units_of(const void *buf, size_t len, uint8_t *keep, int h)
@@ -61,8 +42,8 @@ static void test_full_is_fedavg(fl_config *cfg, const fl_env *env)
     void *sp = fl_fedpews.server_new(env, &err), *sa = fl_fedavg.server_new(env, &err);
     for (int c = 0; c < 3; c++) {
         fl_result rp, ra;
-        job(&fl_fedpews, env, sp, c, 0, NULL, 0, &rp, &w);
-        job(&fl_fedavg, env, sa, c, 0, NULL, 0, &ra, &w);
+        test_job(&fl_fedpews, env, sp, c, 0, NULL, 0, &rp, &w);
+        test_job(&fl_fedavg, env, sa, c, 0, NULL, 0, &ra, &w);
         CHECK(fl_fedpews.server_absorb(sp, c, rp.up.data, rp.up.size, 1, 1, &err) == SIM_OK);
         CHECK(fl_fedavg.server_absorb(sa, c, ra.up.data, ra.up.size, 1, 1, &err) == SIM_OK);
         CHECK(rp.cost.flops == ra.cost.flops && rp.priv.size == 0);
@@ -119,7 +100,7 @@ static void test_fixed(fl_config *cfg, const fl_env *env)
     uint8_t *held = calloc(arch.layout.n_floats, 1);
     for (int c = 0; c < 3; c++) {
         fl_result r;
-        job(&fl_fedpews, env, s, c, 0, NULL, 0, &r, &w);
+        test_job(&fl_fedpews, env, s, c, 0, NULL, 0, &r, &w);
         CHECK(r.up_bytes == r.up.size);
         CHECK(fl_fedpews.server_absorb(s, c, r.up.data, r.up.size, 1, 1, &err) == SIM_OK);
         const uint8_t *rows[NN_MAX_LAYERS] = {0};
@@ -189,7 +170,7 @@ static void test_score_step(fl_config *cfg, fl_env *env)
     fl_worker w;
     fl_worker_init(&w);
     fl_result r;
-    job(&fl_fedpews, env, s, 0, 0, NULL, 0, &r, &w);
+    test_job(&fl_fedpews, env, s, 0, 0, NULL, 0, &r, &w);
     float *sc = malloc(sizeof(float) * (size_t)h);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -251,7 +232,7 @@ static void test_score_step(fl_config *cfg, fl_env *env)
      * is 0 at σ = 0.5 exactly, so feed client 0's upload first to move Θ[0] */
     CHECK(fl_fedpews.server_absorb(s, 0, r.up.data, r.up.size, 1, 1, &err) == SIM_OK);
     fl_fedpews.server_aggregate(s);
-    job(&fl_fedpews, env, s, 1, 1, NULL, 0, &r2, &w);
+    test_job(&fl_fedpews, env, s, 1, 1, NULL, 0, &r2, &w);
     CHECK(r2.up_bytes == r2.up.size && r2.up.size < fl_fedpews.job_down(s, 1, 10, NULL));
     fl_result_destroy(&r), fl_result_destroy(&r2);
     free(sc), free(keep), free(x), free(y), free(w0), free(gated);

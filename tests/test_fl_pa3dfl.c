@@ -1,0 +1,404 @@
+/* tests/test_fl_pa3dfl.c -- Pa3dFL (algos/pa3dfl.c, algos/pa3dfl_parts.c): the decomposition of
+ * the Fashion CNN has spec 004 §2.7's shapes, recovery MACs and §2.12's payloads at every width; a
+ * recovered weight is u_i·v_j at channel j·R1 + i; the factorized layers' gradients (through the
+ * narrowed model, with Eq. 32) and the hyper-network's pass a finite-difference check, and a broken
+ * one does not; the server averages the general factors unweighted; messages are as long as their
+ * encodings and cost-only jobs report the real FLOPs and bytes; a few rounds on synthetic data
+ * beat chance, with the hyper-network and without (the ablation keeps the personal part in the
+ * private state, and only u travels); server state survives a checkpoint round trip. */
+#include "algos/algo.h"
+#include "algos/pa3dfl.h"
+#include "nn/pack.h"
+#include "tests/check.h"
+#include "tests/fljob.h"
+#include "tests/gradcheck.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the factorized layers' gradient check ---- */
+typedef struct fctx {
+    const fl_p3_net *d;
+    const nn_arch *a;
+    nn_model *m;
+    int kb, B;
+    float *u, *v;
+    const float *x;
+    const int32_t *y;
+    double lambda;
+    uint64_t pattern;
+} fctx;
+
+static double floss(void *p)
+{
+    fctx *c = p;
+    fl_p3_compose(c->d, c->a, c->kb, c->u, c->v, c->m->params);
+    double l = nn_model_forward(c->m, c->x, c->y, c->B, 1);
+    float *scratch = calloc(c->d->n_u, sizeof(float));
+    l += fl_p3_orth(c->d, c->lambda, c->u, scratch);
+    free(scratch);
+    return l;
+}
+
+static int fsame(void *p)
+{
+    fctx *c = p;
+    return nn_model_pattern(c->m) == c->pattern;
+}
+
+/* ---- the hyper-network's gradient check: L = Σ_k ⟨g_k, gen(client_k)⟩ ---- */
+typedef struct hctx {
+    fl_p3_hn *h;
+    int m;
+    const int32_t *cl;
+    float *const *g;
+    float *gen;
+} hctx;
+
+static double hloss(void *p)
+{
+    hctx *c = p;
+    fl_p3_hn_encode(c->h);
+    double l = 0;
+    for (int k = 0; k < c->m; k++) {
+        fl_p3_hn_generate(c->h, c->cl[k], c->gen);
+        for (size_t j = 0; j < c->h->n_gen; j++)
+            l += (double)c->g[k][j] * c->gen[j];
+    }
+    return l;
+}
+
+/* Mean accuracy of the 4 clients' personalized models on the test set (priv NULL: none yet). */
+static double mean_acc(void *s, const msgpack_sbuffer *priv, nn_model *em, const nn_dataset *test)
+{
+    double acc = 0;
+    for (int c = 0; c < 4; c++) {
+        fl_pa3dfl.eval_params(s, c, priv ? priv[c].data : NULL, priv ? priv[c].size : 0, em);
+        acc += nn_evaluate(em, test, NULL, test->n, NULL) / 4;
+    }
+    return acc;
+}
+
+static void save(void *s, msgpack_sbuffer *sb)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    fl_pa3dfl.server_save(s, &pk);
+}
+
+int main(void)
+{
+    sim_err err = {0};
+
+    /* shapes of the Fashion CNN at p_min = 1/16 (spec §2.7) and payloads (§2.12) */
+    nn_arch fa;
+    fl_p3_net fd;
+    CHECK(nn_arch_build(&fa, "pa3dfl-cnn", 1, 28, 28, 10, &err) == SIM_OK);
+    CHECK(fl_p3_net_build(&fd, &fa, 1.0 / 16, &err) == SIM_OK);
+    CHECK(fd.n == 4 && fd.nb == 16);
+    int R1[] = {2, 4, 32, 8}, R2[] = {25, 32, 32, 8};
+    for (int k = 0; k < 4; k++)
+        CHECK_MSG(fd.l[k].R1 == R1[k] && fd.l[k].R2 == R2[k], "layer %d: R1 %d R2 %d", k,
+                  fd.l[k].R1, fd.l[k].R2);
+    CHECK_EQ_I64(fd.n_u, 5538);
+    CHECK_EQ_I64(fd.n_v, 1687952);
+    CHECK_EQ_I64(fd.n_gen, 1687952 + 1290);
+    long payload[] = {12245, 32126, 111440, 428276, 1694780}; /* p = 1/16, 1/8, … 1 */
+    for (int k = 0; k < 5; k++)
+        CHECK_EQ_I64(fd.n_u + fl_p3_kept(&fd, 1 << k), payload[k]);
+    /* recovery MACs per step, §2.7's last column (FLOPs count 2 per MAC) */
+    CHECK(fl_p3_compose_flops(&fd, 1) == 2 * 210402.0);
+    CHECK(fl_p3_compose_flops(&fd, 16) == 2 * 53562912.0);
+    /* "Ideal": p_min = 1, one block per layer */
+    CHECK(fl_p3_net_build(&fd, &fa, 1, &err) == SIM_OK);
+    CHECK_EQ_I64(fd.n_u, 349728);
+    CHECK_EQ_I64(fd.n_v, 1672217);
+    CHECK(fl_p3_net_build(&fd, &fa, 1.0 / 128, &err) == SIM_EINVAL); /* 32/128 channels */
+    nn_arch bn;
+    CHECK(nn_arch_build(&bn, "mlpbn:5-32-4", 5, 1, 1, 4, &err) == SIM_OK);
+    CHECK(fl_p3_net_build(&fd, &bn, 0.25, &err) == SIM_EINVAL);
+
+    /* a small model for the rest: the same CNN on 8×8 images, p_min = 1/4 */
+    nn_arch a;
+    fl_p3_net d;
+    CHECK(nn_arch_build(&a, "pa3dfl-cnn", 1, 8, 8, 10, &err) == SIM_OK);
+    CHECK(fl_p3_net_build(&d, &a, 0.25, &err) == SIM_OK);
+    sim_rng r;
+    sim_rng_seed(&r, 5, SIM_RNG_TEST, 0);
+    float *u = malloc(sizeof(float) * d.n_u), *v = calloc(d.n_gen, sizeof(float));
+    for (size_t j = 0; j < d.n_u; j++)
+        u[j] = (float)(sim_rng_normal(&r) * 0.3);
+    for (size_t j = 0; j < d.n_gen; j++)
+        v[j] = (float)(sim_rng_normal(&r) * 0.3);
+    nn_model m;
+    int B = 3, kb = 2;
+    nn_model_init(&m, &a, B);
+    nn_model_set_width(&m, 0.5, 0);
+    size_t nf = a.layout.n_floats;
+    memset(m.params, 0, sizeof(float) * nf);
+    double fl = fl_p3_compose(&d, &a, kb, u, v, m.params);
+    CHECK(fl == fl_p3_compose_flops(&d, kb) && fl > 0);
+    /* conv2 (S 32, T 64, k 5, R1 16, R2 32): channel 17 = block j 1, row i 1; input 3, tap 7 */
+    {
+        const fl_p3_layer *q = &d.l[1];
+        const nn_tensor *t = &a.layout.t[a.l[q->li].wt];
+        int i = 1, j = 1, s = 3, tap = 7;
+        double want = 0;
+        for (int rr = 0; rr < q->R2; rr++)
+            want += (double)u[q->u_off + (size_t)(i * q->kk + tap) * q->R2 + rr] *
+                    v[q->v_off + (size_t)rr * q->nb * q->S + (size_t)j * q->S + s];
+        CHECK_NEAR(m.params[t->off + (size_t)(j * q->R1 + i) * t->cols + s * q->kk + tap], want,
+                   1e-5);
+        /* block 2 is pruned at kb 2: its channels stay untouched */
+        CHECK(m.params[t->off + (size_t)(2 * q->R1) * t->cols] == 0);
+    }
+    {
+        float *x = malloc(sizeof(float) * B * 64);
+        int32_t y[] = {1, 7, 3};
+        for (int j = 0; j < B * 64; j++)
+            x[j] = (float)sim_rng_uniform(&r);
+        fctx c = {&d, &a, &m, kb, B, u, v, x, y, 0.1, 0};
+        float *du = calloc(d.n_u, sizeof(float)), *dv = calloc(d.n_gen, sizeof(float));
+        floss(&c);
+        c.pattern = nn_model_pattern(&m);
+        nn_model_zero_grad(&m);
+        nn_model_backward(&m);
+        fl_p3_compose_backward(&d, &a, kb, u, v, m.grads, du, dv);
+        fl_p3_orth(&d, c.lambda, u, du);
+        int kinks = 0;
+        CHECK(gc_check_region("u", u, du, d.n_u, floss, fsame, &c, 80, 1e-3, 1e-2, 1e-4, 1,
+                              &kinks) == 0);
+        /* the kept v of each layer (the first block's first row) and a pruned block (grad 0) */
+        for (int k = 0; k < d.n; k++)
+            CHECK(gc_check_region("v", v + d.l[k].v_off, dv + d.l[k].v_off, (size_t)d.l[k].S, floss,
+                                  fsame, &c, 20, 1e-3, 1e-2, 1e-4, 2 + k, &kinks) == 0);
+        size_t pruned = d.l[2].v_off + 3 * (size_t)d.l[2].S; /* fc1, block 3 */
+        CHECK(gc_check_region("v pruned", v + pruned, dv + pruned, (size_t)d.l[2].S, floss, fsame,
+                              &c, 10, 1e-3, 1e-2, 1e-4, 9, &kinks) == 0);
+        CHECK(kinks < 20);
+        /* a broken chain is caught */
+        for (size_t j = 0; j < d.n_u; j++)
+            du[j] *= 1.5f;
+        CHECK(gc_check("u broken", u, du, d.n_u, floss, &c, 20, 1e-3, 1e-2, 1e-4, 1) > 0);
+        free(du), free(dv), free(x);
+    }
+
+    /* hyper-network gradients, with random decoders and temperatures so every path carries one */
+    {
+        fl_p3_hn h;
+        sim_rng_seed(&r, 6, SIM_RNG_TEST, 1);
+        fl_p3_hn_init(&h, &d, 5, 3, 4, 3, v, &r);
+        for (size_t j = h.rho; j < h.n_phi; j++)
+            h.phi[j] = (float)(sim_rng_normal(&r) * (j < h.dec_b ? 0.5 : 0.05));
+        int32_t cl[] = {4, 1};
+        float *g[2], *gen = malloc(sizeof(float) * h.n_gen);
+        for (int k = 0; k < 2; k++) {
+            g[k] = malloc(sizeof(float) * h.n_gen);
+            for (size_t j = 0; j < h.n_gen; j++)
+                g[k][j] = (float)(sim_rng_normal(&r) * 1e-3);
+        }
+        float *gs = calloc(h.n_small, sizeof(float)), *gd = calloc(h.n_phi - h.n_small, 4);
+        fl_p3_hn_encode(&h);
+        fl_p3_hn_backward(&h, 2, cl, g, gs, gd, 0);
+        hctx c = {&h, 2, cl, g, gen};
+        CHECK(gc_check("E", h.phi + h.E, gs + h.E, (size_t)5 * 3, hloss, &c, 15, 1e-2, 2e-2, 1e-5,
+                       3) == 0);
+        CHECK(gc_check("encoder", h.phi + h.enc[0], gs + h.enc[0], h.rho - h.enc[0], hloss, &c, 40,
+                       1e-3, 2e-2, 1e-5, 4) == 0);
+        CHECK(gc_check("rho", h.phi + h.rho, gs + h.rho, (size_t)h.nt, hloss, &c, 5, 1e-2, 2e-2,
+                       1e-5, 5) == 0);
+        CHECK(gc_check("dec b", h.phi + h.dec_b, gs + h.dec_b, h.n_gen, hloss, &c, 20, 1e-2, 2e-2,
+                       1e-5, 6) == 0);
+        CHECK(gc_check("dec W", h.phi + h.dec_w, gd, h.n_phi - h.n_small, hloss, &c, 30, 1e-2, 2e-2,
+                       1e-5, 7) == 0);
+        /* in place: the decoder weights move by −γ·their gradient */
+        float *w0 = malloc(sizeof(float) * (h.n_phi - h.n_small));
+        memcpy(w0, h.phi + h.dec_w, sizeof(float) * (h.n_phi - h.n_small));
+        float *gs2 = calloc(h.n_small, sizeof(float));
+        fl_p3_hn_encode(&h);
+        fl_p3_hn_backward(&h, 2, cl, g, gs2, NULL, 0.5);
+        int bad = 0;
+        for (size_t j = 0; j < h.n_phi - h.n_small; j++)
+            bad += fabsf(h.phi[h.dec_w + j] - (w0[j] - 0.5f * gd[j])) > 1e-6f;
+        CHECK(bad == 0);
+        CHECK(!memcmp(gs, gs2, sizeof(float) * h.n_small));
+        free(w0), free(gs2), free(gs), free(gd), free(gen), free(g[0]), free(g[1]);
+        fl_p3_hn_destroy(&h);
+    }
+    nn_model_destroy(&m);
+    free(u), free(v);
+
+    /* the algorithm on synthetic data: 4 clients of capacities 1, 1/4, 1/16, 1/2 → widths 1,
+     * 1/2, 1/4, 1/2 (p_min 1/4), an MLP whose layers split into 4 blocks */
+    nn_dataset train, test;
+    nn_partition part;
+    nn_arch ma;
+    CHECK(nn_synth_pews_make(&train, &test, 200, 3, &err) == SIM_OK);
+    CHECK(nn_partition_iid(&part, &train, 4, 3, &err) == SIM_OK);
+    CHECK(nn_arch_build(&ma, "mlp:5-32-32-4", 5, 1, 1, 4, &err) == SIM_OK);
+    fl_config cfg = {.name = "pa3dfl",
+                     .local_epochs = 2,
+                     .batch_size = 16,
+                     .lr = 0.1,
+                     .lr_decay = 1,
+                     .server_lr = 1};
+    /* γ = 0.5: at the default γ = 1 this 200-sample task diverges for some seeds (accuracy back
+     * to chance on 2 of 3 initializations tried), which a test of the mechanics must not hang on */
+    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 0.5, 1, 8, 8, 2, 0, 0.1, 11, 1};
+    double cap[] = {1, 0.25, 0.0625, 0.5};
+    fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap};
+    CHECK(fl_pa3dfl.client_width(&env, 2) == 0.25 && fl_pa3dfl.client_width(&env, 1) == 0.5);
+    void *s = fl_pa3dfl.server_new(&env, &err);
+    CHECK(s != NULL);
+    fl_worker w;
+    fl_worker_init(&w);
+    nn_model em, wm;
+    nn_model_init(&em, &ma, 64);
+    nn_model_init(&wm, &ma, 1);
+    fl_p3_net md;
+    CHECK(fl_p3_net_build(&md, &ma, 0.25, &err) == SIM_OK);
+    msgpack_sbuffer priv[4];
+    double acc0 = mean_acc(s, NULL, &em, &test);
+    for (int c = 0; c < 4; c++)
+        msgpack_sbuffer_init(&priv[c]);
+    for (int round = 0; round < 8; round++) {
+        cfg.pa3dfl.alphas = round == 1 ? 1 : 11; /* round 1: no α search, nothing held out */
+        for (int c = 0; c < 4; c++) {
+            fl_result res;
+            test_job(&fl_pa3dfl, &env, s, c, round, NULL, 0, &res, &w);
+            CHECK(res.up_bytes == res.up.size);
+            if (round < 2) {
+                /* the reply holds u and the kept entries of a width-p client */
+                int kc = c == 0 ? 4 : c == 2 ? 1 : 2;
+                CHECK_EQ_I64(res.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u) + 2 +
+                                                  nn_bin_bytes(4 * fl_p3_kept(&md, kc)));
+                /* cost-only reports the same FLOPs and bytes */
+                fl_env co = env;
+                co.cost_only = 1;
+                fl_job j = {c, round, NULL, 0, NULL, 0, (uint64_t)c << 32 | (uint32_t)round};
+                fl_result rc;
+                fl_result_init(&rc);
+                CHECK(fl_pa3dfl.client_train(&co, &j, &w, &rc, &err) == SIM_OK);
+                CHECK_MSG(rc.cost.flops == res.cost.flops, "cost-only %g, real %g", rc.cost.flops,
+                          res.cost.flops);
+                CHECK(rc.up_bytes == res.up_bytes && rc.steps == res.steps);
+                fl_result_destroy(&rc);
+            }
+            /* unweighted: the engine's weights must not matter */
+            CHECK(fl_pa3dfl.server_absorb(s, c, res.up.data, res.up.size, 1 + 10 * c, 1 + 10 * c,
+                                          &err) == SIM_OK);
+            priv[c].size = 0;
+            msgpack_sbuffer_write(&priv[c], res.priv.data, res.priv.size);
+            fl_result_destroy(&res);
+        }
+        fl_pa3dfl.server_aggregate(s);
+    }
+    double acc = 0;
+    for (int c = 0; c < 4; c++) {
+        double dens = fl_pa3dfl.eval_params(s, c, priv[c].data, priv[c].size, &em), p = cap[c];
+        nn_model_reset_narrowing(&wm);
+        if (c) nn_model_set_width(&wm, c == 3 ? 0.5 : sqrt(p), 0); /* widths 1, 1/2, 1/4, 1/2 */
+        CHECK(dens == nn_model_unit_density(&wm) && (c == 0) == (dens == 1));
+        acc += nn_evaluate(&em, &test, NULL, test.n, NULL) / 4;
+    }
+    /* 4 classes: chance is 0.25; trained runs reach 0.52-0.6+ over the initializations tried */
+    CHECK_MSG(acc > 0.45 && acc > acc0 + 0.1, "accuracy %.3f (untrained %.3f)", acc, acc0);
+
+    /* Eq. 6: the general factors become the plain mean of what the clients sent */
+    {
+        fl_result r0, r1;
+        test_job(&fl_pa3dfl, &env, s, 0, 9, NULL, 0, &r0, &w);
+        test_job(&fl_pa3dfl, &env, s, 2, 9, NULL, 0, &r1, &w);
+        float *u0 = malloc(4 * md.n_u), *u1 = malloc(4 * md.n_u);
+        float *k0 = malloc(4 * fl_p3_kept(&md, 4)), *k1 = malloc(4 * fl_p3_kept(&md, 1));
+        msgpack_unpacked mu;
+        msgpack_unpacked_init(&mu);
+        size_t off = 0;
+        CHECK(msgpack_unpack_next(&mu, r0.up.data, r0.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        CHECK(nn_unpack_f32(u0, md.n_u, nn_map_get(&mu.data, "u"), "u", &err) == SIM_OK);
+        off = 0;
+        CHECK(msgpack_unpack_next(&mu, r1.up.data, r1.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        CHECK(nn_unpack_f32(u1, md.n_u, nn_map_get(&mu.data, "u"), "u", &err) == SIM_OK);
+        CHECK(fl_pa3dfl.server_absorb(s, 0, r0.up.data, r0.up.size, 100, 100, &err) == SIM_OK);
+        /* checkpoint mid-round: the pending reply travels too */
+        msgpack_sbuffer a1, a2;
+        save(s, &a1);
+        void *s2 = fl_pa3dfl.server_new(&env, &err);
+        msgpack_unpacked lo;
+        msgpack_unpacked_init(&lo);
+        off = 0;
+        CHECK(msgpack_unpack_next(&lo, a1.data, a1.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        CHECK(fl_pa3dfl.server_load(s2, &lo.data, &err) == SIM_OK);
+        save(s2, &a2);
+        CHECK(a1.size == a2.size && !memcmp(a1.data, a2.data, a1.size));
+        /* a state for another model is refused */
+        msgpack_object bad = lo.data;
+        bad.via.array.size = 3;
+        CHECK(fl_pa3dfl.server_load(s2, &bad, &err) == SIM_EFORMAT);
+        msgpack_unpacked_destroy(&lo);
+        CHECK(fl_pa3dfl.server_absorb(s, 2, r1.up.data, r1.up.size, 1, 1, &err) == SIM_OK);
+        CHECK(fl_pa3dfl.server_absorb(s2, 2, r1.up.data, r1.up.size, 1, 1, &err) == SIM_OK);
+        fl_pa3dfl.server_aggregate(s);
+        fl_pa3dfl.server_aggregate(s2);
+        msgpack_sbuffer_destroy(&a1), msgpack_sbuffer_destroy(&a2);
+        save(s, &a1);
+        save(s2, &a2);
+        CHECK(a1.size == a2.size && !memcmp(a1.data, a2.data, a1.size));
+        /* u sits first in the state: [u, …] */
+        off = 0;
+        CHECK(msgpack_unpack_next(&mu, a1.data, a1.size, &off) == MSGPACK_UNPACK_SUCCESS);
+        float *ua = malloc(4 * md.n_u);
+        CHECK(nn_unpack_f32(ua, md.n_u, &mu.data.via.array.ptr[0], "u", &err) == SIM_OK);
+        int bad_mean = 0;
+        for (size_t j = 0; j < md.n_u; j++)
+            bad_mean += fabs(ua[j] - ((double)u0[j] + u1[j]) / 2) > 1e-6;
+        CHECK(bad_mean == 0);
+        /* a truncated reply is refused */
+        CHECK(fl_pa3dfl.server_absorb(s, 0, r0.up.data, r0.up.size - 9, 1, 1, &err) == SIM_EFORMAT);
+        msgpack_unpacked_destroy(&mu);
+        msgpack_sbuffer_destroy(&a1), msgpack_sbuffer_destroy(&a2);
+        free(u0), free(u1), free(k0), free(k1), free(ua);
+        fl_result_destroy(&r0), fl_result_destroy(&r1);
+        fl_pa3dfl.server_free(s2);
+    }
+    /* Table 3's ablation (hn: false): only u travels, the personal part lives in the private
+     * state from job to job, and a reply without "v" is refused by the full method */
+    {
+        cfg.pa3dfl.hn = 0;
+        void *sa = fl_pa3dfl.server_new(&env, &err);
+        fl_result ra;
+        for (int round = 0; round < 6; round++) {
+            for (int c = 0; c < 4; c++) {
+                test_job(&fl_pa3dfl, &env, sa, c, round, round ? priv[c].data : NULL,
+                         round ? priv[c].size : 0, &ra, &w);
+                CHECK_EQ_I64(ra.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u));
+                CHECK(fl_pa3dfl.server_absorb(sa, c, ra.up.data, ra.up.size, 1, 1, &err) == SIM_OK);
+                if (round == 0 && c == 0) {
+                    cfg.pa3dfl.hn = 1;
+                    CHECK(fl_pa3dfl.server_absorb(s, c, ra.up.data, ra.up.size, 1, 1, &err) ==
+                          SIM_EFORMAT);
+                    cfg.pa3dfl.hn = 0;
+                }
+                priv[c].size = 0;
+                msgpack_sbuffer_write(&priv[c], ra.priv.data, ra.priv.size);
+                fl_result_destroy(&ra);
+            }
+            fl_pa3dfl.server_aggregate(sa);
+        }
+        double acc_a = mean_acc(sa, priv, &em, &test);
+        CHECK_MSG(acc_a > 0.6, "without the hyper-network: accuracy %.3f", acc_a);
+        fl_pa3dfl.server_free(sa);
+        cfg.pa3dfl.hn = 1;
+    }
+    for (int c = 0; c < 4; c++)
+        msgpack_sbuffer_destroy(&priv[c]);
+    fl_pa3dfl.server_free(s);
+    nn_model_destroy(&em);
+    nn_model_destroy(&wm);
+    fl_worker_destroy(&w);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+    return CHECK_DONE();
+}
