@@ -265,6 +265,8 @@ double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r);
 /* The width a capacity r affords on w's grid: the largest grid width p with p² ≤ r (a p-wide
  * model costs about p² of the full one), and the narrowest, step, when none does. */
 double fl_width_for(const fl_width_config *w, double r);
+/* fl_width_for at client's capacity (1 when the scenario gives none). */
+double fl_capacity_width(const fl_env *env, int32_t client);
 
 /* FedProx: add mu·(w − anchor) to the gradients of m's live parameters. */
 void fl_prox_grad(nn_model *m, double mu, const float *anchor);

@@ -201,6 +201,11 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
                       res);
 }
 
+double fl_capacity_width(const fl_env *env, int32_t client)
+{
+    return fl_width_for(&env->cfg->width, env->capacity ? env->capacity[client] : 1);
+}
+
 double fl_width_for(const fl_width_config *w, double r)
 {
     if (w->halving) {

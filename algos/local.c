@@ -36,8 +36,7 @@ static void local_free(void *p)
 /* The width client trains: its capacity's grid width with `width.by: capacity`, else full. */
 static double local_width(const fl_env *env, int32_t client)
 {
-    const fl_width_config *w = &env->cfg->width;
-    return w->by_capacity ? fl_width_for(w, env->capacity ? env->capacity[client] : 1) : 1;
+    return env->cfg->width.by_capacity ? fl_capacity_width(env, client) : 1;
 }
 
 static size_t local_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)

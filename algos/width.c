@@ -49,7 +49,7 @@ typedef struct width_server {
 static double top_width(const fl_env *env, int kind, int32_t client)
 {
     const fl_width_config *w = &env->cfg->width;
-    if (w->by_capacity) return fl_width_for(w, env->capacity ? env->capacity[client] : 1);
+    if (w->by_capacity) return fl_capacity_width(env, client);
     return kind == FJORD ? w->max : w->p;
 }
 

@@ -91,15 +91,21 @@ static nn_layer *push(nn_arch *a, nn_op op)
     return l;
 }
 
-/* out, or ⌈width·out⌉ for the first n_thin conv/linear layers of a NAME@width model. */
+/* The channels a width p keeps of C: ⌈p·C⌉, at least one. A NAME@p model and the p-narrowed
+ * full model both count with it, so they have the same shapes. */
+static int width_channels(double p, int C)
+{
+    int n = (int)ceil(p * C - 1e-9);
+    return n < 1 ? 1 : n;
+}
+
+/* out, or its width's share for the first n_thin conv/linear layers of a NAME@width model. */
 static int thin(const nn_arch *a, int out)
 {
     int k = 0;
     for (int i = 0; i < a->n; i++)
         k += a->l[i].op == NN_CONV || a->l[i].op == NN_LINEAR;
-    if (k >= a->n_thin) return out;
-    int n = (int)ceil(a->width * out - 1e-9);
-    return n < 1 ? 1 : n;
+    return k < a->n_thin ? width_channels(a->width, out) : out;
 }
 
 static void add_conv(nn_arch *a, const char *name, int out, int k, int pad, int bias)
@@ -610,8 +616,7 @@ static void width_lists(nn_model *m, double p, long shift)
     for (int i = 0; i < a->n; i++) {
         const nn_layer *l = &a->l[i];
         if (!l->narrow) continue;
-        int C = l->oc, n = (int)ceil(p * C - 1e-9);
-        if (n < 1) n = 1;
+        int C = l->oc, n = width_channels(p, C);
         int start = (int)(shift % C);
         int *idx = sim_xmalloc(sizeof(int) * (size_t)n);
         for (int j = 0; j < n; j++)

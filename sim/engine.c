@@ -538,24 +538,16 @@ static int absorb(sim_engine *e, int32_t c, double weight, sim_err *err)
     return rc;
 }
 
-/* Absorb the arrived updates in client-id order, aggregate, evaluate, start the next round. */
 static int write_checkpoint(sim_engine *e, sim_err *err);
 
-/* Sync: a periodic checkpoint that falls due at a round's close is written before the next
- * round's jobs are dispatched, marked to start that round on resume. Dispatching trains every
- * job of the round before the event ends, so a checkpoint written after it would lose the round
- * to a worker lost during the training (an MPI rank cannot be replaced: DESIGN.md §13). */
-static int checkpoint_before_dispatch(sim_engine *e, sim_err *err)
+/* A checkpoint every checkpoint_every rounds, once per round. */
+static int periodic_due(const sim_engine *e)
 {
-    const sim_run_spec *s = &e->spec;
-    if (s->checkpoint_every <= 0 || e->round % s->checkpoint_every || e->ckpt_round == e->round)
-        return SIM_OK;
-    e->start_pending = 1;
-    int rc = write_checkpoint(e, err);
-    e->start_pending = 0;
-    return rc;
+    int every = e->spec.checkpoint_every;
+    return every > 0 && e->round % every == 0 && e->ckpt_round != e->round;
 }
 
+/* Absorb the arrived updates in client-id order, aggregate, evaluate, start the next round. */
 static int close_round(sim_engine *e, sim_err *err)
 {
     e->round_open = 0;
@@ -576,12 +568,21 @@ static int close_round(sim_engine *e, sim_err *err)
         e->done = 1;
         return SIM_OK;
     }
-    int rc = checkpoint_before_dispatch(e, err);
-    return rc ? rc : start_round(e, err);
+    return start_round(e, err);
 }
 
+/* Sync: a periodic checkpoint due is written here, before the round's jobs are dispatched, and
+ * marked to start the round on resume. Dispatching trains every job of the round before the event
+ * ends, so a checkpoint written after it would lose the round to a worker lost during the
+ * training (an MPI rank cannot be replaced: DESIGN.md §13). */
 static int start_round(sim_engine *e, sim_err *err)
 {
+    if (periodic_due(e)) {
+        e->start_pending = 1;
+        int rc = write_checkpoint(e, err);
+        e->start_pending = 0;
+        if (rc) return rc;
+    }
     const sim_fed_config *f = &e->spec.fed;
     log_event(e, SIM_EV_ROUND_START, -1, 0, 0);
     int want = arrival_cap(f, e->n) - 1; /* ceil(per_round × over_commit), at most n */
@@ -1144,11 +1145,9 @@ static int boundary(sim_engine *e, int aggregated, int *stop, sim_err *err)
 {
     const sim_run_spec *s = &e->spec;
     *stop = (s->stop && *s->stop) || (aggregated && e->round == s->stop_after_round);
-    int due = *stop ||
-              (aggregated &&
-               ((s->checkpoint_every > 0 && e->round % s->checkpoint_every == 0 &&
-                 e->ckpt_round != e->round) ||
-                (s->checkpoint_wall_s > 0 && wall_s() - e->ckpt_wall >= s->checkpoint_wall_s)));
+    int due = *stop || (aggregated &&
+                        (periodic_due(e) || (s->checkpoint_wall_s > 0 &&
+                                             wall_s() - e->ckpt_wall >= s->checkpoint_wall_s)));
     return due ? write_checkpoint(e, err) : SIM_OK;
 }
 
@@ -1254,11 +1253,13 @@ static FILE *open_out(const char *dir, const char *name, sim_err *err);
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
     e->wall_start = e->wall_last = e->ckpt_wall = wall_s();
-    int rc = e->resumed                     ? (e->start_pending ? start_round(e, err) : SIM_OK)
-             : e->spec.fed.mode == SIM_SYNC ? checkpoint_before_dispatch(e, err)
-                                            : async_fill(e, err);
-    if (!rc && !e->resumed && e->spec.fed.mode == SIM_SYNC) rc = start_round(e, err);
+    /* a resumed run goes on from its events, or starts the round its checkpoint was written
+     * before (start_round then writes none: that one is this round's) */
+    int pending = e->start_pending;
     e->start_pending = 0;
+    int rc = e->resumed                     ? (pending ? start_round(e, err) : SIM_OK)
+             : e->spec.fed.mode == SIM_SYNC ? start_round(e, err)
+                                            : async_fill(e, err);
     sim_event ev;
     while (!rc && !e->done && sim_queue_pop(&e->q, &ev)) {
         if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {
