@@ -10,6 +10,7 @@
 
 #include "nn/train.h"
 #include "sim/checkpoint.h"
+#include "sim/fanout.h"
 #include "sim/pool.h"
 #include "sim/queue.h"
 
@@ -59,6 +60,7 @@ struct sim_engine {
     void *server;
     fl_worker worker; /* in-process training scratch (no pool) */
     sim_pool *pool;   /* the workers, or NULL: train in this process */
+    int eval_procs;   /* processes an evaluation spreads over: the forked workers' count, else 1 */
     nn_model eval_model;
     int32_t **shift_idx; /* [i · n + c]: client c's local test split under eval.shift[i] */
     /* protocol state */
@@ -417,6 +419,46 @@ static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, con
     return nn_evaluate(m, d, idx, n, NULL);
 }
 
+/* Evaluation as independent tasks (sim/fanout.h): first the global model's test set in chunks
+ * of the evaluation batch, then every client's personalized accuracy on its own split, then on
+ * its split under each nonzero eval.shift. Each writes two numbers: a chunk its correct count and
+ * loss·B (summed afterwards in chunk order, exactly as nn_evaluate sums), a client its accuracy
+ * and its model's density. */
+typedef struct eval_tasks {
+    sim_engine *e;
+    int nt, n_chunks; /* global: samples evaluated, chunks of them */
+    int n_pers;       /* personalized tasks */
+    int32_t *client;  /* of personalized task k */
+    int *shift;       /* its eval.shift index, -1 for the client's own split */
+    int holds_global; /* this process's eval model holds the global model */
+} eval_tasks;
+
+static void eval_task(void *ctx, int i, void *out)
+{
+    eval_tasks *t = ctx;
+    sim_engine *e = t->e;
+    const fl_env *env = &e->spec.env;
+    nn_model *m = &e->eval_model;
+    double *o = out;
+    if (i < t->n_chunks) {
+        if (!t->holds_global) e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
+        t->holds_global = 1;
+        int s = i * m->max_batch, B = t->nt - s < m->max_batch ? t->nt - s : m->max_batch,
+            f = nn_dataset_features(env->test);
+        double l;
+        o[0] = nn_model_evaluate(m, env->test->x + (size_t)s * f, env->test->y + s, B, &l);
+        o[1] = l * B;
+        return;
+    }
+    int k = i - t->n_chunks, sh = t->shift[k];
+    int32_t c = t->client[k];
+    t->holds_global = 0;
+    const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
+    const int32_t *idx =
+            sh < 0 ? env->part->test_idx[c] : e->shift_idx[(size_t)sh * (size_t)e->n + (size_t)c];
+    o[0] = client_accuracy(e, c, src, idx, env->part->n_test[c], &o[1]);
+}
+
 static void evaluate(sim_engine *e)
 {
     const fl_env *env = &e->spec.env;
@@ -431,47 +473,65 @@ static void evaluate(sim_engine *e)
         return;
     }
     nn_model *m = &e->eval_model;
+    eval_tasks t = {.e = e};
     if (e->spec.algo->has_global) {
         density = e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
-        int nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
-                         ? e->spec.eval.test_subset
-                         : env->test->n;
-        e->tot.acc_global = nn_evaluate(m, env->test, NULL, nt, &e->tot.loss_global);
+        t.holds_global = 1;
+        t.nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
+                       ? e->spec.eval.test_subset
+                       : env->test->n;
+        t.n_chunks = (t.nt + m->max_batch - 1) / m->max_batch;
     }
+    int ns = e->spec.eval.n_shift, k = 0;
     if (e->spec.eval.personalized && env->part->n_test) {
-        double *acc = sim_xmalloc(sizeof(double) * (size_t)e->n), dens = 0, d;
-        int k = 0;
-        const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
-        for (int32_t c = 0; c < e->n; c++) {
-            if (env->part->n_test[c] <= 0) continue;
-            e->c[c].acc =
-                    client_accuracy(e, c, src, env->part->test_idx[c], env->part->n_test[c], &d);
-            dens += d;
-            acc[k++] = e->c[c].acc;
+        t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)(ns + 1));
+        t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)(ns + 1));
+        for (int sh = -1; sh < ns; sh++)
+            for (int32_t c = 0; c < e->n && (sh < 0 || e->spec.eval.shift[sh] != 0); c++)
+                if (env->part->n_test[c] > 0) {
+                    t.client[t.n_pers] = c;
+                    t.shift[t.n_pers++] = sh;
+                    k += sh < 0;
+                }
+    }
+    int n_tasks = t.n_chunks + t.n_pers;
+    double *o = sim_xmalloc(sizeof(double) * 2 * (size_t)(n_tasks > 0 ? n_tasks : 1));
+    sim_fanout(e->eval_procs, n_tasks, 2 * sizeof(double), eval_task, &t, o);
+    if (e->spec.algo->has_global) {
+        long correct = 0;
+        double sum = 0;
+        for (int i = 0; i < t.n_chunks; i++) {
+            correct += (long)o[2 * i];
+            sum += o[2 * i + 1];
         }
-        if (k) {
-            double s = 0;
+        e->tot.acc_global = t.nt ? (double)correct / t.nt : 0;
+        e->tot.loss_global = t.nt ? sum / t.nt : 0;
+    }
+    if (k) {
+        const double *r = o + 2 * (size_t)t.n_chunks; /* own splits: k tasks in client order */
+        double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0, dens = 0;
+        for (int i = 0; i < k; i++) {
+            e->c[t.client[i]].acc = acc[i] = r[2 * i];
+            dens += r[2 * i + 1];
+            s += acc[i];
+        }
+        pmean = e->tot.acc_pers = s / k;
+        density = dens / k; /* personalized models: the mean over the clients evaluated */
+        qsort(acc, (size_t)k, sizeof *acc, cmp_double);
+        p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
+        r += 2 * (size_t)k;
+        for (int sh = 0; sh < ns; sh++) { /* shift 0 is the own split */
+            s = 0;
             for (int i = 0; i < k; i++)
-                s += acc[i];
-            pmean = e->tot.acc_pers = s / k;
-            density = dens / k; /* personalized models: the mean over the clients evaluated */
-            qsort(acc, (size_t)k, sizeof *acc, cmp_double);
-            p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
-        }
-        for (int i = 0; i < e->spec.eval.n_shift && k; i++) {
-            double s = 0;
-            for (int32_t c = 0; c < e->n; c++)
-                if (env->part->n_test[c] > 0)
-                    s += e->spec.eval.shift[i] == 0
-                                 ? e->c[c].acc
-                                 : client_accuracy(
-                                           e, c, src,
-                                           e->shift_idx[(size_t)i * (size_t)e->n + (size_t)c],
-                                           env->part->n_test[c], &d);
-            shift_acc[i] = s / k;
+                s += e->spec.eval.shift[sh] == 0 ? e->c[t.client[i]].acc : r[2 * i];
+            if (e->spec.eval.shift[sh] != 0) r += 2 * (size_t)k;
+            shift_acc[sh] = s / k;
         }
         free(acc);
     }
+    free(o);
+    free(t.client);
+    free(t.shift);
     write_metrics_row(e, pmean, p10, density, shift_acc);
 }
 
@@ -1411,6 +1471,9 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     else if (!rc && spec->workers > 0 && !spec->env.cost_only)
         rc = sim_pool_new(&e->pool, spec->workers, spec->algo, &e->spec.env, spec->job_timeout_s,
                           err);
+    /* The workers are idle while the coordinator evaluates, so it forks as many helpers; MPI
+     * worker ranks may sit on other machines, so rank 0 evaluates alone. */
+    e->eval_procs = !spec->link && spec->workers > 1 ? spec->workers : 1;
     if (rc) {
         sim_engine_free(e);
         return rc;

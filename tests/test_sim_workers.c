@@ -1,9 +1,10 @@
 /* tests/test_sim_workers.c -- the worker pool end to end through the fedsim binary ($FEDSIM_BIN):
  * the tiny scenario, sync and async, gives byte-identical metrics.tsv, clients.tsv,
- * events.msgpack and timeline.tsv with --workers 0 (in-process), 1 and 2; a worker killed mid-run
- * (test hook FEDSIM_TEST_WORKER_KILL=K:J, sim/pool.h) is replaced and the outputs still match; a
- * worker answering with garbage (FEDSIM_TEST_WORKER_GARBAGE=K:J) fails the run with exit status 2
- * and a message naming the worker and the job; a worker stuck on a job
+ * events.msgpack and timeline.tsv with --workers 0 (in-process), 1 and 2, and with 3 workers (whose
+ * evaluations fan out over three processes, sim/fanout.h) also under eval.shift; a worker killed
+ * mid-run (test hook FEDSIM_TEST_WORKER_KILL=K:J, sim/pool.h) is replaced and the outputs still
+ * match; a worker answering with garbage (FEDSIM_TEST_WORKER_GARBAGE=K:J) fails the run with exit
+ * status 2 and a message naming the worker and the job; a worker stuck on a job
  * (FEDSIM_TEST_WORKER_HANG=K:J) is killed after --job-timeout, replaced, and the outputs still
  * match. */
 #include "tests/check.h"
@@ -64,6 +65,14 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "s0", "s2", 1), "sync: --workers 2 matches in-process");
     CHECK_MSG(test_same_outputs(dir, "a0", "a1", 1), "async: --workers 1 matches in-process");
     CHECK_MSG(test_same_outputs(dir, "a0", "a2", 1), "async: --workers 2 matches in-process");
+    /* evaluation over 3 processes: global chunks, own splits and shifted splits */
+    const char *shift = "--set 'eval.shift=[0, 0.5, 1]'";
+    snprintf(args, sizeof args, "--workers 0 %s", shift);
+    CHECK(run("", "f0", args) == 0);
+    snprintf(args, sizeof args, "--workers 3 %s", shift);
+    CHECK(run("", "f3", args) == 0);
+    CHECK_MSG(test_same_outputs(dir, "f0", "f3", 1), "eval.shift: --workers 3 matches in-process");
+    CHECK_MSG(!test_same_outputs(dir, "s0", "f0", 0), "the shift columns change metrics.tsv");
     CHECK_MSG(!test_same_outputs(dir, "s0", "a0", 0),
               "sync and async runs differ (the comparison can fail)");
     /* a worker killed on its 2nd job (and one on its 1st) is replaced; nothing changes */

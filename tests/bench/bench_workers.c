@@ -1,8 +1,11 @@
 /* tests/bench/bench_workers.c -- `make bench`: what the worker pool buys. Wall time of 5 FedAvg
  * rounds (cnn2 on Fashion-MNIST, 10 clients per round, scenarios/fmnist-cnn2-fedavg.yaml with no
- * evaluation) with 1 and with 2 workers, in one run, and the speedup (issue 4's target: >= 1.8x on
- * a 2-core machine). The scenario is loaded once; each measurement builds a fresh engine, so it
- * includes forking the workers. Timings only; skipped when Fashion-MNIST is not installed.
+ * evaluation but the run's last, on 1,000 test samples: a check that both runs agree) with 1 and
+ * with 2 workers, in one run, and the speedup (issue 4's target: >= 1.8x on a 2-core machine).
+ * The scenario is loaded once; each measurement builds a fresh engine, so it includes forking the
+ * workers. This machine is a shared VM whose speed drifts by tens of percent within a minute, so
+ * the three measurements alternate REPS times and each keeps its best. Timings only; skipped when
+ * Fashion-MNIST is not installed.
  *
  * Then the PyTorch reference (issue 4: fedsim >= 2x faster per round on this 2-core machine):
  * tests/bench/torch_fedavg.py, run with Debian's /usr/bin/python3 (python3-torch) when installed,
@@ -21,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define REPS 3
 
 static double now_s(void)
 {
@@ -100,9 +105,8 @@ static double torch_round_s(const char *jobs_path)
     while (fgets(line, sizeof line, p)) {
         int r;
         double t;
-        if (sscanf(line, "round %d %lf", &r, &t) == 2)
-            printf("pytorch round %d: %.2f s\n", r, t);
-        else if (sscanf(line, "seconds_per_round %lf", &t) == 1)
+        if (sscanf(line, "round %d %lf", &r, &t) != 2 &&
+            sscanf(line, "seconds_per_round %lf", &t) == 1)
             s = t;
     }
     return pclose(p) == 0 ? s : -1;
@@ -111,23 +115,35 @@ static double torch_round_s(const char *jobs_path)
 int main(void)
 {
     openblas_set_num_threads(1);
-    const char *sets[] = {"rounds=5", "eval.every=0"};
+    const char *sets[] = {"rounds=5", "eval.every=0", "eval.test_subset=1000"};
     sim_scenario sc;
     sim_err err = {0};
-    if (sim_scenario_load(&sc, FEDSIM_ROOT "/scenarios/fmnist-cnn2-fedavg.yaml", sets, 2, &err)) {
+    if (sim_scenario_load(&sc, FEDSIM_ROOT "/scenarios/fmnist-cnn2-fedavg.yaml", sets, 3, &err)) {
         printf("bench_workers: skipped (%s)\n", err.msg);
         return 0;
     }
-    printf("# bench_workers: 5 FedAvg rounds, cnn2, Fashion-MNIST, 10 clients per round\n");
+    printf("# bench_workers: 5 FedAvg rounds, cnn2, Fashion-MNIST, 10 clients per round; best of "
+           "%d alternating passes\n",
+           REPS);
     FILE *trace = tmpfile();
-    double w1 = run(&sc, 1, NULL), w2 = w1 > 0 ? run(&sc, 2, trace) : -1;
-    if (w1 > 0 && w2 > 0) printf("speedup 2 workers / 1 worker: %.2fx (target >= 1.8x)\n", w1 / w2);
     char jobs[64];
     snprintf(jobs, sizeof jobs, "/tmp/fedsim-bench-jobs-%d.txt", (int)getpid());
-    int n_jobs = w2 > 0 && trace ? write_jobs(&sc, trace, jobs) : -1;
-    double tr = n_jobs > 0 ? torch_round_s(jobs) : -1;
+    double w1 = -1, w2 = -1, tr = -1;
+    int n_jobs = -1, rounds = 5;
+    for (int rep = 0; rep < REPS; rep++) {
+        double a = run(&sc, 1, NULL), b = a > 0 ? run(&sc, 2, rep ? NULL : trace) : -1;
+        if (a < 0 || b < 0) break;
+        w1 = w1 < 0 || a < w1 ? a : w1;
+        w2 = w2 < 0 || b < w2 ? b : w2;
+        if (!rep) n_jobs = trace ? write_jobs(&sc, trace, jobs) : -1;
+        double t = n_jobs > 0 ? torch_round_s(jobs) : -1;
+        if (t > 0) tr = tr < 0 || t < tr ? t : tr;
+        printf("pass %d: fedsim 1 worker %.2f s/round, 2 workers %.2f s/round, pytorch %.2f "
+               "s/round\n",
+               rep + 1, a / rounds, b / rounds, t);
+    }
+    if (w1 > 0 && w2 > 0) printf("speedup 2 workers / 1 worker: %.2fx (target >= 1.8x)\n", w1 / w2);
     if (tr > 0) {
-        int rounds = 5;
         printf("per round: fedsim 1 worker %.2f s, fedsim 2 workers %.2f s, pytorch (1 thread) "
                "%.2f s, over the same %d jobs\n",
                w1 / rounds, w2 / rounds, tr, n_jobs);
