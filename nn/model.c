@@ -998,11 +998,15 @@ float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
         size_t off = m->runs[r][0];
         float *restrict p = m->params + off, *restrict v = m->mom + off;
         const float *restrict g = m->grads + off;
-        for (uint32_t j = 0; j < m->runs[r][1]; j++) {
-            float d = g[j] * scale + wd * p[j];
-            v[j] = mu * v[j] + d;
-            p[j] -= lr * v[j];
-        }
+        if (mu == 0) /* plain SGD: v would only hold d, which nothing reads (momentum is per job) */
+            for (uint32_t j = 0; j < m->runs[r][1]; j++)
+                p[j] -= lr * (g[j] * scale + wd * p[j]);
+        else
+            for (uint32_t j = 0; j < m->runs[r][1]; j++) {
+                float d = g[j] * scale + wd * p[j];
+                v[j] = mu * v[j] + d;
+                p[j] -= lr * v[j];
+            }
     }
     return norm;
 }

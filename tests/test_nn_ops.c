@@ -226,6 +226,36 @@ static void test_misc(void)
     CHECK(tdx[1] == 1 && tdx[0] + tdx[4] + tdx[5] == 0);
     CHECK(tdx[2] == 10 && tdx[3] + tdx[6] + tdx[7] == 0);
     free(c.x), free(c.y), free(c.r), free(dx);
+    /* rows of 8 or more windows take the vector path (with its overlapping last vector): against
+     * the scan-order rule, on values from {0..3} so most windows hold ties */
+    int sizes[][2] = {{16, 16}, {28, 28}, {14, 22}, {5, 39}, {6, 32}, {4, 17}};
+    int vec_ok = 1;
+    for (int t = 0; t < 6; t++) {
+        int H = sizes[t][0], W = sizes[t][1], P = 3, OH = H / 2, OW = W / 2;
+        size_t n = (size_t)P * H * W, no = (size_t)P * OH * OW;
+        float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * no), *g = rnd(no, 1),
+              *d = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)sim_rng_below(&rng, 4);
+        for (size_t i = 0; i < n; i++)
+            d[i] = NAN; /* every cell must be written */
+        nn_maxpool2_forward(y, x, P, H, W);
+        nn_maxpool2_backward(d, g, x, y, P, H, W);
+        for (int q = 0; q < P; q++)
+            for (int r = 0; r < H; r++)
+                for (int col = 0; col < W; col++) {
+                    float want = 0;
+                    if (r / 2 < OH && col / 2 < OW) {
+                        size_t o = ((size_t)q * OH + r / 2) * OW + col / 2;
+                        const float *w0 = x + ((size_t)q * H + r / 2 * 2) * W + col / 2 * 2;
+                        int at = nn_maxpool2_argmax(w0, y[o], W);
+                        if (at == (r % 2) * W + col % 2) want = g[o];
+                    }
+                    vec_ok &= d[((size_t)q * H + r) * W + col] == want;
+                }
+        free(x), free(y), free(g), free(d);
+    }
+    CHECK_MSG(vec_ok, "max-pool backward on rows of 8 to 19 windows, with ties, matches the rule");
 
     /* relu, inputs kept away from the kink */
     c.op = 1, c.n = 50;
