@@ -101,6 +101,8 @@ typedef struct fl_pa3dfl_config {
     double lambda;  /* λ of the orthogonality penalty (Eq. 32) */
     double hn_lr;   /* γ, the hyper-network's SGD step */
     double hn_clip; /* gradient-norm clip of the embeddings, encoder and temperatures (0: none) */
+    int hn_nlms;    /* decoder steps normalized by 1 + ‖ê‖² (fl_p3_hn_backward) */
+    int hn_unit;    /* encoded embeddings scaled to unit norm (fl_p3_hn.unit) */
     int embed;      /* d_e */
     int hidden;     /* d_h */
     int depth;      /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */

@@ -29,6 +29,15 @@
  *   γ = 1 personalized accuracy on Fashion (4 clients a round) fell from 62% to 19% between
  *   rounds 2 and 4 (clipped: 58%, then 73% by round 8). The decoders, which carry the personal
  *   parameters themselves, are never clipped.
+ * - Clipping alone did not stop the collapse on the Table 1 protocol (100 clients, 20 a round): the
+ *   decoder weights start at 0 and grow as W ≈ −γ·Σ g·êᵀ, so the encoder's gradient Wᵀg points
+ *   along ê itself whenever successive rounds' changes agree, and the step scales ê up (‖ê‖² 0.48 →
+ *   7.8 in one step at γ = 1, clip 1; clients diverged a round later; at clip 0.1 it still grew
+ *   ~40% a round). A larger ê amplifies every later decoder step by 1 + ‖ê‖². Two stabilizers,
+ *   both on by default: `hn_unit` scales each encoded embedding to unit norm (cosine attention
+ *   scores; only the direction of ê can be learned, and τ keeps the role the paper gives it), and
+ *   `hn_nlms` divides each client's share of the decoder gradient by 1 + ‖ê‖² (normalized LMS: a
+ *   single absorbed client moves its generated vector by exactly γ·g).
  */
 #include "algos/pa3dfl.h"
 #include "algos/algo.h"
@@ -235,6 +244,7 @@ static void *pa3dfl_new(const fl_env *env, sim_err *err)
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_PA3DFL, 3);
     if (c->hn) fl_p3_hn_init(&s->hn, d, N, c->embed, c->hidden, c->depth, s->gen, &r);
+    s->hn.unit = c->hn_unit;
     s->u_sum = sim_xcalloc(d->n_u, sizeof(double));
     s->pend = sim_xcalloc((size_t)N, sizeof(int32_t));
     s->pend_g = sim_xcalloc((size_t)N, sizeof(float *));
@@ -352,7 +362,7 @@ static void pa3dfl_aggregate(void *p)
     encode(s);
     float *grad = sim_xcalloc(s->hn.n_small, sizeof(float));
     double gamma = s->env->cfg->pa3dfl.hn_lr;
-    fl_p3_hn_backward(&s->hn, m, s->pend, g, grad, NULL, gamma);
+    fl_p3_hn_backward(&s->hn, m, s->pend, g, grad, NULL, gamma, s->env->cfg->pa3dfl.hn_nlms);
     double clip = s->env->cfg->pa3dfl.hn_clip, nrm = 0, sc = 1;
     for (size_t j = 0; j < s->hn.dec_b; j++)
         nrm += (double)grad[j] * grad[j];

@@ -88,6 +88,8 @@ typedef struct fl_p3_hn {
     size_t E, enc[2 * FL_PA3DFL_MAX_DEPTH], rho, dec_b,
             dec_w; /* offsets into phi (enc: W then b of each layer) */
     float *act;    /* (D + 1) × N × max(de, dh): the last encoding */
+    int unit;      /* the encoder's outputs E' are scaled to unit norm (set after init) */
+    double *nrm;   /* N: with unit, their norms before scaling */
 } fl_p3_hn;
 
 /* Initialise as spec §2.8: E ~ N(0, 1), the encoder U(±1/√fan_in), ρ = 0, decoder weights 0 and
@@ -102,8 +104,11 @@ double fl_p3_hn_generate(const fl_p3_hn *h, int i, float *gen);
 /* Gradients of Σ_k ⟨g[k], gen(clients[k])⟩ (g in gen space): the small part into grad_small
  * (n_small, +=); the decoder weights' into grad_dec (n_phi − n_small, +=), or, when grad_dec is
  * NULL, applied in place as W −= gamma·grad after every other gradient is taken. Needs a current
- * encoding. */
+ * encoding. nlms: client k's share of tensor t's decoder gradient (bias and weights) is divided
+ * by 1 + ‖ê_kt‖², the normalized-LMS step: the generated vector then moves by exactly γ·g when one
+ * client is absorbed, whatever the scale of its mixed embedding ê (plain SGD moves it by
+ * γ·(1 + ‖ê‖²)·g). */
 void fl_p3_hn_backward(fl_p3_hn *h, int m, const int32_t *clients, float *const *g,
-                       float *grad_small, float *grad_dec, double gamma);
+                       float *grad_small, float *grad_dec, double gamma, int nlms);
 
 #endif /* FL_PA3DFL_H */

@@ -279,6 +279,7 @@ void fl_p3_hn_init(fl_p3_hn *h, const fl_p3_net *d, int N, int de, int dh, int D
     }
     memcpy(h->phi + h->dec_b, bias0, sizeof(float) * h->n_gen);
     h->act = sim_xcalloc((size_t)(D + 1) * N * wide_of(h), sizeof(float));
+    h->nrm = sim_xcalloc((size_t)N, sizeof(double));
 }
 
 void fl_p3_hn_destroy(fl_p3_hn *h)
@@ -286,6 +287,7 @@ void fl_p3_hn_destroy(fl_p3_hn *h)
     if (!h) return;
     free(h->phi);
     free(h->act);
+    free(h->nrm);
     memset(h, 0, sizeof *h);
 }
 
@@ -314,6 +316,15 @@ void fl_p3_hn_encode(fl_p3_hn *h)
                 y[o] = k < h->D - 1 && s < 0 ? 0 : (float)s; /* no ReLU after the last layer */
             }
         }
+    }
+    for (int n = 0; h->unit && n < h->N; n++) {
+        float *y = act(h, h->D) + (size_t)n * wd;
+        double r = 0;
+        for (int o = 0; o < h->dh; o++)
+            r += (double)y[o] * y[o];
+        h->nrm[n] = r = fmax(sqrt(r), 1e-12);
+        for (int o = 0; o < h->dh; o++)
+            y[o] = (float)(y[o] / r);
     }
 }
 
@@ -370,12 +381,13 @@ double fl_p3_hn_generate(const fl_p3_hn *h, int i, float *gen)
 }
 
 void fl_p3_hn_backward(fl_p3_hn *h, int m, const int32_t *clients, float *const *g,
-                       float *grad_small, float *grad_dec, double gamma)
+                       float *grad_small, float *grad_dec, double gamma, int nlms)
 {
     int N = h->N, dh = h->dh, wd = wide_of(h), nt = h->nt;
     double *s = sim_xmalloc(sizeof(double) * 4 * (size_t)N), *a = s + N, *da = a + N, *ds = da + N;
     float *de = sim_xmalloc(sizeof(float) * (size_t)dh);
     float *es = sim_xmalloc(sizeof(float) * (size_t)m * nt * dh); /* every ê, for the updates */
+    float *qs = sim_xmalloc(sizeof(float) * (size_t)m * nt);      /* their decoder step scales */
     double *dEp = sim_xcalloc((size_t)N * wd, sizeof(double));    /* reused for the encoder */
     const float *Ep = act(h, h->D);
     for (int k = 0; k < m; k++) {
@@ -386,12 +398,17 @@ void fl_p3_hn_backward(fl_p3_hn *h, int m, const int32_t *clients, float *const 
             const float *gt = g[k] + h->gen_off[t];
             const float *W = h->phi + h->dec_w + h->gen_off[t] * dh;
             attend(h, t, s, a, e);
-            /* decoder: db += g, dW += g ⊗ ê, dê = Wᵀg (with W as generated) */
+            /* decoder: db += q·g, dW += q·g ⊗ ê, dê = Wᵀg (with W as generated); q = 1, or
+             * 1/(1 + ‖ê‖²) under nlms */
+            double ee = 0;
+            for (int c = 0; c < dh; c++)
+                ee += (double)e[c] * e[c];
+            float q = qs[(size_t)k * nt + t] = nlms ? (float)(1 / (1 + ee)) : 1.0f;
             float *db = grad_small + h->dec_b + h->gen_off[t];
             for (size_t j = 0; j < h->out[t]; j++)
-                db[j] += gt[j];
+                db[j] += q * gt[j];
             if (grad_dec)
-                cblas_sger(CblasRowMajor, (int)h->out[t], dh, 1, gt, 1, e, 1,
+                cblas_sger(CblasRowMajor, (int)h->out[t], dh, q, gt, 1, e, 1,
                            grad_dec + h->gen_off[t] * dh, dh);
             cblas_sgemv(CblasRowMajor, CblasTrans, (int)h->out[t], dh, 1, W, dh, gt, 1, 0, de, 1);
             /* attention: a = softmax(s/τ), ê = E'ᵀa */
@@ -420,9 +437,19 @@ void fl_p3_hn_backward(fl_p3_hn *h, int m, const int32_t *clients, float *const 
     if (!grad_dec) /* every dê is taken: now the rank-1 steps, in place */
         for (int k = 0; k < m; k++)
             for (int t = 0; t < nt; t++)
-                cblas_sger(CblasRowMajor, (int)h->out[t], dh, (float)-gamma, g[k] + h->gen_off[t],
-                           1, es + ((size_t)k * nt + t) * dh, 1,
+                cblas_sger(CblasRowMajor, (int)h->out[t], dh,
+                           (float)-gamma * qs[(size_t)k * nt + t], g[k] + h->gen_off[t], 1,
+                           es + ((size_t)k * nt + t) * dh, 1,
                            h->phi + h->dec_w + h->gen_off[t] * dh, dh);
+    /* through the unit scaling y/‖y‖: ∂/∂y = (d − ŷ⟨ŷ, d⟩)/‖y‖ */
+    for (int n = 0; h->unit && n < N; n++) {
+        double *dn = dEp + (size_t)n * dh, dot = 0;
+        const float *yh = Ep + (size_t)n * wd;
+        for (int c = 0; c < dh; c++)
+            dot += yh[c] * dn[c];
+        for (int c = 0; c < dh; c++)
+            dn[c] = (dn[c] - yh[c] * dot) / h->nrm[n];
+    }
     /* encoder, last layer first; delta holds ∂/∂(layer output) */
     double *delta = dEp, *prev = sim_xmalloc(sizeof(double) * (size_t)N * wd);
     for (int k = h->D - 1; k >= 0; k--) {
@@ -453,6 +480,7 @@ void fl_p3_hn_backward(fl_p3_hn *h, int m, const int32_t *clients, float *const 
     free(prev);
     free(dEp);
     free(es);
+    free(qs);
     free(de);
     free(s);
 }

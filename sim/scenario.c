@@ -515,6 +515,8 @@ static int load_pa3dfl(fl_pa3dfl_config *c, section *alg, sim_err *err)
     if (rc || (rc = get_double(&s, "lambda", 0, 1e3, 0.001, &c->lambda, err)) ||
         (rc = get_double(&s, "hn_lr", 0, 1e3, 1, &c->hn_lr, err)) ||
         (rc = get_double(&s, "hn_clip", 0, 1e9, 1, &c->hn_clip, err)) ||
+        (rc = get_bool(&s, "hn_nlms", 1, &c->hn_nlms, err)) ||
+        (rc = get_bool(&s, "hn_unit", 1, &c->hn_unit, err)) ||
         (rc = get_int(&s, "embed", 1, 4096, 64, &c->embed, err)) ||
         (rc = get_int(&s, "hidden", 1, 4096, 64, &c->hidden, err)) ||
         (rc = get_int(&s, "depth", 1, FL_PA3DFL_MAX_DEPTH, 4, &c->depth, err)) ||
