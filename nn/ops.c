@@ -179,6 +179,91 @@ static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw
     }
 }
 
+/* One 16-column strip of nn_linear_backward_sgd for BB ≤ 10 rows: the strip's x rows and dx
+ * sums stay in registers while the strip of every weight row passes once, read and written. */
+INLINE void sgd_strip(float *restrict dx, float *restrict w, float *restrict v, int ldw,
+                      const float *restrict dy, const float *restrict x, int I, int O, int BB,
+                      float lr, float mu, float wd)
+{
+    v16 xv[10], acc[10];
+    for (int b = 0; b < BB; b++) {
+        memcpy(&xv[b], x + (long)b * I, sizeof xv[b]);
+        acc[b] = (v16){0};
+    }
+    for (int o = 0; o < O; o++) {
+        float *wr = w + (long)o * ldw, *vr = v + (long)o * ldw;
+        v16 wv, g = {0};
+        memcpy(&wv, wr, sizeof wv);
+        __builtin_prefetch(wr + 16, 1); /* the row's next strip (see dx_tile) */
+        if (mu != 0) __builtin_prefetch(vr + 16, 1);
+        for (int b = 0; b < BB; b++) {
+            float a = dy[(long)b * O + o];
+            acc[b] += a * wv;
+            g += a * xv[b];
+        }
+        if (mu != 0) { /* the order of nn_model_sgd_step: d = g + wd·w, v = μv + d, w −= lr·v */
+            v16 vv;
+            memcpy(&vv, vr, sizeof vv);
+            vv = mu * vv + (g + wd * wv);
+            memcpy(vr, &vv, sizeof vv);
+            wv -= lr * vv;
+        } else {
+            wv -= lr * (g + wd * wv);
+        }
+        memcpy(wr, &wv, sizeof wv);
+    }
+    for (int b = 0; dx && b < BB; b++)
+        memcpy(dx + (long)b * I, &acc[b], sizeof acc[b]);
+}
+
+int nn_linear_fusable(int B, int I, int O)
+{
+    return B >= 1 && B <= 10 && (long)I * O >= STREAM_MIN_W;
+}
+
+void nn_linear_backward_sgd(float *dx, float *w, float *v, int ldw, const float *dy, const float *x,
+                            int B, int I, int O, float lr, float mu, float wd)
+{
+    int i = 0;
+#define SGD_CASE(n)                                                                                \
+    case n:                                                                                        \
+        sgd_strip(dx ? dx + i : NULL, w + i, v + i, ldw, dy, x + i, I, O, n, lr, mu, wd);          \
+        break
+    for (; i + 16 <= I; i += 16)
+        switch (B) {
+            SGD_CASE(10);
+            SGD_CASE(9);
+            SGD_CASE(8);
+            SGD_CASE(7);
+            SGD_CASE(6);
+            SGD_CASE(5);
+            SGD_CASE(4);
+            SGD_CASE(3);
+            SGD_CASE(2);
+            SGD_CASE(1);
+        }
+#undef SGD_CASE
+    for (; i < I; i++) { /* the last columns, one at a time, the same arithmetic */
+        for (int b = 0; dx && b < B; b++)
+            dx[(long)b * I + i] = 0;
+        for (int o = 0; o < O; o++) {
+            float *wp = w + (long)o * ldw + i, g = 0;
+            for (int b = 0; b < B; b++) {
+                float a = dy[(long)b * O + o];
+                if (dx) dx[(long)b * I + i] += a * *wp;
+                g += a * x[(long)b * I + i];
+            }
+            if (mu != 0) {
+                float *vp = v + (long)o * ldw + i;
+                *vp = mu * *vp + (g + wd * *wp);
+                *wp -= lr * *vp;
+            } else {
+                *wp -= lr * (g + wd * *wp);
+            }
+        }
+    }
+}
+
 void nn_linear_forward(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                        int I, int O)
 {
