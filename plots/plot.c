@@ -27,7 +27,7 @@ extern char **environ;
 
 void plot_opts_default(plot_opts *o)
 {
-    *o = (plot_opts){PLOT_PNG, 0, 5, 0.7};
+    *o = (plot_opts){PLOT_PNG, 0, 5, 0.7, 0};
 }
 
 int plot_format_parse(const char *s)
@@ -168,9 +168,14 @@ void plot_metrics_destroy(plot_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
+int plot_metrics_pers(const plot_metrics *m)
+{
+    return (m->use_pers && m->has_pers) || !m->has_global;
+}
+
 double plot_metrics_acc(const plot_metrics *m, int i)
 {
-    return m->has_global ? m->acc[i] : m->acc_pers[i];
+    return plot_metrics_pers(m) ? m->acc_pers[i] : m->acc[i];
 }
 
 int plot_metrics_to_target(const plot_metrics *m, double target, double *round, double *time_s,
@@ -457,7 +462,8 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
             fprintf(f,
                     "%sfedsim_f%d using %s:'%s' with linespoints lw 2 pt %d ps 0.6 title "
                     "fedsim_n%d",
-                    sep, r, x, m[r].has_global ? "acc_global" : "acc_pers_mean", 5 + r % 9, r);
+                    sep, r, x, plot_metrics_pers(&m[r]) ? "acc_pers_mean" : "acc_global", 5 + r % 9,
+                    r);
             sep = ", \\\n  ";
         }
     }
@@ -554,6 +560,7 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
     int rc = SIM_OK, any = 0;
     for (int r = 0; r < n && !rc; r++) {
         rc = plot_metrics_load(&m[r], dirs[r], err);
+        m[r].use_pers = o->acc_pers;
         any |= m[r].has_global || m[r].has_pers;
     }
     char(*fallback)[256] = sim_xcalloc((size_t)n, sizeof *fallback);

@@ -25,6 +25,7 @@ typedef struct plot_opts {
     int log_x;     /* accuracy vs bytes on a logarithmic byte axis */
     int window;    /* timeline: the last this many rounds */
     double target; /* time/bytes-to-accuracy bars: the target accuracy */
+    int acc_pers;  /* judge runs by their personalized mean even when they have a global model */
 } plot_opts;
 
 void plot_opts_default(plot_opts *o);
@@ -39,13 +40,17 @@ typedef struct plot_metrics {
     int n;          /* evaluation rows */
     double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped, *round; /* n each (owned) */
     int has_global, has_pers, has_p10; /* the column has at least one number (not NaN) */
+    int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
 
 /* Read RUN_DIR/metrics.tsv. */
 int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err);
 void plot_metrics_destroy(plot_metrics *m);
-/* The accuracy a run is judged by at row i: the global model's, or personalized when there is
- * no global model (local training). NaN when neither. */
+/* Whether a run is judged by its personalized mean: when use_pers is set and it has one, or when
+ * it has no global model (local training). */
+int plot_metrics_pers(const plot_metrics *m);
+/* The accuracy a run is judged by at row i (plot_metrics_pers: personalized, else the global
+ * model's). NaN when neither. */
 double plot_metrics_acc(const plot_metrics *m, int i);
 /* First row whose accuracy reaches target: its round (rounds or aggregations done, so the
  * 1-based round that reached it; round may be NULL), simulated time and cumulative bytes;

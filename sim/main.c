@@ -73,12 +73,14 @@ static const char usage[] =
         "             one run per point of the grid of --vary values, in DIR/key=value,...\n"
         "             [runs/sweep-SCENARIO]; then DIR/summary.tsv (final accuracy, simulated\n"
         "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots\n"
-        "  plot RUN_DIR... [--out DIR] [--target ACC] [--plots FORMAT] [--plot-window N]\n"
-        "             [--plot-logx]\n"
+        "  plot RUN_DIR... [--out DIR] [--target ACC] [--acc KIND] [--plots FORMAT]\n"
+        "             [--plot-window N] [--plot-logx]\n"
         "             redraw one run's plots [into its folder], or overlay several runs\n"
         "             [into plots-out]: acc_time, acc_bytes, and to_target (bars of the time\n"
-        "             and bytes each run took to reach ACC [0.7])\n"
-        "  summary RUN_DIR... [--target ACC]\n"
+        "             and bytes each run took to reach ACC [0.7]); KIND: the accuracy a run\n"
+        "             with both is judged by, global (its global model) [default] or\n"
+        "             personalized (the mean over clients); a run with one uses that one\n"
+        "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7]), then per group of runs whose\n"
         "             folders differ only in a trailing -SEED: mean ± std over the runs of final\n"
@@ -831,30 +833,45 @@ static void mean_std(char *buf, size_t size, const double *v, int n, int decimal
     snprintf(buf, size, "%s ± %s", m, d);
 }
 
+/* --acc global|personalized: what plot and summary judge a run by when it has both. */
+static int parse_acc(const char *v, int *pers)
+{
+    if (!strcmp(v, "global") || !strcmp(v, "personalized")) {
+        *pers = v[0] == 'p';
+        return 0;
+    }
+    return die("--acc: expected global or personalized");
+}
+
 static int cmd_summary(int argc, char **argv)
 {
     double target = 0.7;
     const char **dirs = sim_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof *dirs);
-    int n = 0, rc = 0;
+    int n = 0, rc = 0, pers = 0;
     for (int i = 0; i < argc && !rc; i++) {
         if (!strcmp(argv[i], "--target") && i + 1 < argc)
             rc = parse_num(argv[i], argv[i + 1], 0, 1, &target) ? 2 : 0, i++;
+        else if (!strcmp(argv[i], "--acc") && i + 1 < argc)
+            rc = parse_acc(argv[++i], &pers);
         else if (argv[i][0] != '-')
             dirs[n++] = argv[i];
         else
             rc = die("fedsim summary: unexpected argument (see fedsim help)");
     }
-    if (!rc && !n) rc = die("usage: fedsim summary RUN_DIR... [--target ACC]");
+    if (!rc && !n) rc = die("usage: fedsim summary RUN_DIR... [--target ACC] [--acc KIND]");
     plot_metrics *m = sim_xcalloc((size_t)(n ? n : 1), sizeof *m);
     char(*group)[256] = sim_xcalloc((size_t)(n ? n : 1), sizeof *group);
     for (int r = 0; r < n && !rc; r++) {
         sim_err err = {0};
         if (plot_metrics_load(&m[r], dirs[r], &err)) rc = print_err(&err);
+        m[r].use_pers = pers;
         group_of(group[r], sizeof group[r], dirs[r]);
     }
     if (!rc) {
-        printf("# target accuracy %g; rounds = the first round whose evaluation reached it\n",
-               target);
+        printf("# target accuracy %g; rounds = the first round whose evaluation reached it; "
+               "accuracy: %s\n",
+               target,
+               pers ? "personalized mean where a run has it" : "global model where a run has it");
         printf("%-32s %8s %8s %8s %14s %14s %14s\n", "run", "final", "best", "rounds", "time_s",
                "bytes", "bytes_total");
         for (int r = 0; r < n; r++) {
@@ -924,6 +941,8 @@ static int cmd_plot(int argc, char **argv)
             out = v, i++;
         } else if (!strcmp(a, "--target") && v) {
             rc = parse_num(a, v, 0, 1, &po.target) ? 2 : 0, i++;
+        } else if (!strcmp(a, "--acc") && v) {
+            rc = parse_acc(v, &po.acc_pers), i++;
         } else if (!strcmp(a, "--plot-window") && v) {
             rc = parse_num(a, v, 1, 1e6, &x) ? 2 : 0, po.window = (int)x, i++;
         } else if (!strcmp(a, "--plots") && v) {

@@ -106,6 +106,34 @@ static void test_run_plots(void)
     check_picture(pa, "timeline.png");
     snprintf(cmd, sizeof cmd, "%s plot %s/nonexistent 2>/dev/null", bin, dir);
     CHECK(sh(cmd) == 2);
+    /* summary's final accuracy: the global model's by default, the personalized mean with --acc
+     * personalized (tiny.yaml's FedAvg logs both), each the last row's */
+    double fin[2] = {-1, -1}, last[2] = {-2, -2};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s summary %s --acc %s > %s/sum%d.txt", bin, a,
+                 k ? "personalized" : "global", dir, k);
+        CHECK(sh(cmd) == 0);
+        snprintf(pa, sizeof pa, "%s/sum%d.txt", dir, k);
+        size_t len;
+        char *t = test_slurp(pa, &len), *row = t ? strstr(t, a) : NULL;
+        if (row) sscanf(row + strlen(a), "%lf", &fin[k]);
+        free(t);
+    }
+    snprintf(pa, sizeof pa, "%s/metrics.tsv", a);
+    size_t len;
+    char *t = test_slurp(pa, &len);
+    char *lastrow = t ? strrchr(t, '\n') : NULL;
+    if (lastrow) {
+        *lastrow = 0;
+        lastrow = strrchr(t, '\n');
+        sscanf(lastrow ? lastrow + 1 : t, "%*s %*s %*s %*s %*s %lf %*s %lf", &last[0], &last[1]);
+    }
+    free(t);
+    CHECK_MSG(fabs(fin[0] - last[0]) < 1e-4 && fabs(fin[1] - last[1]) < 1e-4 && last[0] != last[1],
+              "summary --acc global/personalized: %g/%g, metrics.tsv %g/%g", fin[0], fin[1],
+              last[0], last[1]);
+    snprintf(cmd, sizeof cmd, "%s summary %s --acc best 2>/dev/null", bin, a);
+    CHECK(sh(cmd) == 2);
 }
 
 static void test_sweep(void)
