@@ -175,12 +175,8 @@ void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double
     for (int nb; (nb = fl_loop_next(&L));) {
         nn_model_zero_grad(m);
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
-        if (!fn) { /* nothing between backward and step: they may fuse */
-            nn_model_backward_sgd(m, &opt);
-            continue;
-        }
         nn_model_backward(m);
-        fn(m, ctx);
+        if (fn) fn(m, ctx);
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);

@@ -33,15 +33,12 @@ typedef struct nn_work {
     float *vg[NN_MAX_LAYERS]; /* gathered bias / bn vectors: 4 × C (b, db or γ, β, μ, σ²) */
     const float *wp[NN_MAX_LAYERS]; /* weight the last forward used, and its row stride */
     int ldw[NN_MAX_LAYERS];
-    int gathered[NN_MAX_LAYERS];    /* weights came from wg */
-    const nn_sgd *fuse;             /* nn_model_backward_sgd's step, while its backward runs */
-    size_t fused[NN_MAX_LAYERS][2]; /* weight tensors it already stepped: {offset, length} */
-    int n_fused;
-    double dens[NN_MAX_LAYERS]; /* element-mask density of the block the last forward used */
-    int *ident;                 /* 0, 1, 2, … up to the widest layer */
-    int *scratch_list;          /* a list being built, as wide as ident */
-    const float *in;            /* input of the last forward, (B, features) */
-    const int32_t *y;           /* its labels */
+    int gathered[NN_MAX_LAYERS]; /* weights came from wg */
+    double dens[NN_MAX_LAYERS];  /* element-mask density of the block the last forward used */
+    int *ident;                  /* 0, 1, 2, … up to the widest layer */
+    int *scratch_list;           /* a list being built, as wide as ident */
+    const float *in;             /* input of the last forward, (B, features) */
+    const int32_t *y;            /* its labels */
     int B;
 } nn_work;
 
@@ -912,35 +909,6 @@ float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B)
     return m->loss;
 }
 
-/* Under nn_model_backward_sgd, a whole dense linear layer (not narrowed, gathered or masked)
- * with a big weight and a small batch takes its step inside its backward: its weight gradient,
- * which would cost a write and two reads of the weight's size, is never stored. */
-static int fusable(const nn_model *m, int i, int ni, int no, int B)
-{
-    const nn_layer *l = &m->arch.l[i];
-    const nn_tensor *t = &m->arch.layout.t[l->wt];
-    const nn_work *w = m->work;
-    return w->fuse && !w->gathered[i] && !m->emask[l->wt] && t->trainable && no == t->rows &&
-           ni * l->blk == t->cols && w->ldw[i] == t->cols && w->wp[i] == m->params + t->off &&
-           nn_linear_fusable(B, t->cols, t->rows);
-}
-
-static void fused_linear(nn_model *m, int i, float *dx, float *db, const float *dy, const float *x,
-                         int B, int no)
-{
-    nn_work *w = m->work;
-    const nn_tensor *t = &m->arch.layout.t[m->arch.l[i].wt];
-    const nn_sgd *o = w->fuse;
-    if (db)
-        for (int n = 0; n < B; n++)
-            for (int k = 0; k < no; k++)
-                db[k] += dy[(long)n * no + k];
-    nn_linear_backward_sgd(dx, m->params + t->off, m->mom + t->off, t->cols, dy, x, B, t->cols,
-                           t->rows, o->lr, o->momentum, o->weight_decay);
-    w->fused[w->n_fused][0] = t->off;
-    w->fused[w->n_fused++][1] = (size_t)t->rows * t->cols;
-}
-
 void nn_model_backward(nn_model *m)
 {
     const nn_arch *a = &m->arch;
@@ -979,8 +947,6 @@ void nn_model_backward(nn_model *m)
             if (l->op == NN_CONV)
                 nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
                                  B, ni, l->h, l->w, no, l->k, l->s, l->p);
-            else if (fusable(m, i, ni, no, B))
-                fused_linear(m, i, dxp, db, dy, in, B, no);
             else
                 nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
                                    no);
@@ -1014,23 +980,6 @@ void nn_model_backward(nn_model *m)
     }
 }
 
-/* The step on [off, off + n): see nn_model_sgd_step. */
-static void sgd_range(nn_model *m, size_t off, size_t n, float scale, const nn_sgd *opt)
-{
-    float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
-    float *restrict p = m->params + off, *restrict v = m->mom + off;
-    const float *restrict g = m->grads + off;
-    if (mu == 0) /* plain SGD: v would only hold d, which nothing reads (momentum is per job) */
-        for (size_t j = 0; j < n; j++)
-            p[j] -= lr * (g[j] * scale + wd * p[j]);
-    else
-        for (size_t j = 0; j < n; j++) {
-            float d = g[j] * scale + wd * p[j];
-            v[j] = mu * v[j] + d;
-            p[j] -= lr * v[j];
-        }
-}
-
 float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
 {
     float norm = 0, scale = 1.0f;
@@ -1044,46 +993,30 @@ float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
         norm = (float)sqrt(ss);
         if (norm > opt->clip_norm) scale = opt->clip_norm / norm;
     }
-    for (size_t r = 0; r < m->n_runs; r++)
-        sgd_range(m, m->runs[r][0], m->runs[r][1], scale, opt);
-    return norm;
-}
-
-void nn_model_backward_sgd(nn_model *m, const nn_sgd *opt)
-{
-    nn_work *w = m->work;
-    if (opt->clip_norm > 0) { /* the step needs every gradient's norm first */
-        nn_model_backward(m);
-        nn_model_sgd_step(m, opt);
-        return;
-    }
-    w->fuse = opt;
-    w->n_fused = 0;
-    nn_model_backward(m);
-    w->fuse = NULL;
-    /* the step over the runs, less the fused tensors (each lies inside one run: a fused layer is
-     * whole and live) */
+    float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
     for (size_t r = 0; r < m->n_runs; r++) {
-        size_t at = m->runs[r][0], end = at + m->runs[r][1];
-        while (at < end) {
-            size_t next = end, skip = 0;
-            for (int k = 0; k < w->n_fused; k++)
-                if (w->fused[k][0] >= at && w->fused[k][0] < next) {
-                    next = w->fused[k][0];
-                    skip = w->fused[k][1];
-                }
-            sgd_range(m, at, next - at, 1.0f, opt);
-            at = next + skip;
-        }
+        size_t off = m->runs[r][0];
+        float *restrict p = m->params + off, *restrict v = m->mom + off;
+        const float *restrict g = m->grads + off;
+        if (mu == 0) /* plain SGD: v would only hold d, which nothing reads (momentum is per job) */
+            for (uint32_t j = 0; j < m->runs[r][1]; j++)
+                p[j] -= lr * (g[j] * scale + wd * p[j]);
+        else
+            for (uint32_t j = 0; j < m->runs[r][1]; j++) {
+                float d = g[j] * scale + wd * p[j];
+                v[j] = mu * v[j] + d;
+                p[j] -= lr * v[j];
+            }
     }
-    w->n_fused = 0;
+    return norm;
 }
 
 float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B)
 {
     nn_model_zero_grad(m);
     float loss = nn_model_forward(m, x, y, B, 1);
-    nn_model_backward_sgd(m, opt);
+    nn_model_backward(m);
+    nn_model_sgd_step(m, opt);
     m->cost.samples += B;
     return loss;
 }

@@ -137,11 +137,6 @@ void nn_model_backward(nn_model *m);
 /* One SGD step over live trainable parameters. Returns the gradient norm before clipping when
  * clipping is on (it costs a pass over the gradients), 0 otherwise. */
 float nn_model_sgd_step(nn_model *m, const nn_sgd *opt);
-/* Backward and one SGD step, identical in effect to nn_model_backward then nn_model_sgd_step but
- * for rounding: without clipping, a big dense linear layer at a small batch (nn_linear_fusable)
- * steps inside its backward and its weight gradient is never stored (its grads stay as they
- * were, zero after zero_grad). For one backward per step with nothing between it and the step. */
-void nn_model_backward_sgd(nn_model *m, const nn_sgd *opt);
 /* zero_grad + forward + backward + step; returns the batch loss. */
 float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B);
 /* Correct predictions over n samples, evaluated in eval mode in batches; *loss gets the mean. */

@@ -21,14 +21,6 @@ void nn_linear_forward(float *y, const float *x, const float *w, int ldw, const 
 /* dx (B,I) = dy·w; dw (O,I; stride lddw) += dyᵀ·x; db (O) += Σ_b dy [db may be NULL] */
 void nn_linear_backward(float *dx, float *dw, int lddw, float *db, const float *dy, const float *x,
                         const float *w, int ldw, int B, int I, int O);
-/* The weight half of nn_linear_backward fused with an SGD step, for a small batch against a big
- * W (nn_linear_fusable): dx (B,I) = dy·w with w as it was (dx may be NULL), then, with
- * g = dyᵀ·x never stored, w −= lr·v where v (O,I; stride ldw, like w) = mu·v + g + wd·w, or
- * w −= lr·(g + wd·w) when mu is 0 (v untouched). The bias gradient is left to the caller. */
-void nn_linear_backward_sgd(float *dx, float *w, float *v, int ldw, const float *dy, const float *x,
-                            int B, int I, int O, float lr, float mu, float wd);
-/* Whether nn_linear_backward_sgd applies to a batch of B against an O×I weight. */
-int nn_linear_fusable(int B, int I, int O);
 void nn_linear_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                            int I, int O);
 void nn_linear_backward_ref(float *dx, float *dw, int lddw, float *db, const float *dy,

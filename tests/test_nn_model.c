@@ -308,71 +308,6 @@ static void test_sgd(void)
     nn_model_destroy(&m);
 }
 
-/* nn_model_backward_sgd takes the fused path for cnn2's fc1 at batch 10 (its gradient is never
- * stored) and ends where backward + step end, but for rounding; with clipping, or at a batch
- * the kernel does not take, it is the two calls exactly. */
-static void test_backward_sgd(void)
-{
-    nn_arch a;
-    build(&a, "cnn2", 1, 28, 28, 10);
-    nn_model m1, m2;
-    nn_model_init(&m1, &a, 16);
-    nn_model_init(&m2, &a, 16);
-    sim_rng r;
-    sim_rng_seed(&r, 5, SIM_RNG_TEST, 3);
-    nn_model_init_params(&m1, &r);
-    size_t nf = a.layout.n_floats;
-    memcpy(m2.params, m1.params, sizeof(float) * nf);
-    float *x = malloc(sizeof(float) * 16 * 784);
-    int32_t y[16];
-    for (int i = 0; i < 16 * 784; i++)
-        x[i] = (float)sim_rng_uniform(&r);
-    for (int i = 0; i < 16; i++)
-        y[i] = (int32_t)sim_rng_below(&r, 10);
-    const nn_tensor *fc1 = NULL;
-    for (int t = 0; t < a.layout.n; t++)
-        if (a.layout.t[t].rows == 512 && a.layout.t[t].cols == 3136) fc1 = &a.layout.t[t];
-    CHECK(fc1 != NULL);
-    nn_sgd opts[3] = {{0.05f, 0.9f, 1e-3f, 0}, {0.05f, 0, 0, 0}, {0.05f, 0.9f, 0, 0.5f}};
-    for (int k = 0; k < 3 && fc1; k++) {
-        for (int step = 0; step < 2; step++) {
-            nn_model_zero_grad(&m1);
-            nn_model_forward(&m1, x, y, 10, 1);
-            nn_model_backward_sgd(&m1, &opts[k]);
-            nn_model_zero_grad(&m2);
-            nn_model_forward(&m2, x, y, 10, 1);
-            nn_model_backward(&m2);
-            nn_model_sgd_step(&m2, &opts[k]);
-        }
-        double d = 0, gz = 0;
-        for (size_t j = 0; j < nf; j++)
-            d = fmax(d, fabs((double)m1.params[j] - m2.params[j]));
-        for (size_t j = 0; j < (size_t)512 * 3136; j++)
-            gz = fmax(gz, fabs((double)m1.grads[fc1->off + j]));
-        CHECK_MSG(d < 1e-5, "fused step %d ends where backward + step end (%g)", k, d);
-        if (opts[k].clip_norm > 0)
-            CHECK_MSG(d == 0 && gz > 0, "with clipping it is backward + step exactly");
-        else
-            CHECK_MSG(gz == 0, "fc1's gradient was never stored: the fused path ran");
-        memcpy(m1.params, m2.params, sizeof(float) * nf);
-        memcpy(m1.mom, m2.mom, sizeof(float) * nf);
-    }
-    /* batch 16 is past the kernel's reach: the same calls, bit for bit */
-    for (int step = 0; step < 2; step++) {
-        nn_model_zero_grad(&m1);
-        nn_model_forward(&m1, x, y, 16, 1);
-        nn_model_backward_sgd(&m1, &opts[0]);
-        nn_model_zero_grad(&m2);
-        nn_model_forward(&m2, x, y, 16, 1);
-        nn_model_backward(&m2);
-        nn_model_sgd_step(&m2, &opts[0]);
-    }
-    CHECK(!memcmp(m1.params, m2.params, sizeof(float) * nf));
-    free(x);
-    nn_model_destroy(&m1);
-    nn_model_destroy(&m2);
-}
-
 /* A narrower conv input unfolds in larger sample chunks: every count of kept channels feeding a
  * conv must fit the workspace (LeNet at 28×28, batch 64: 13 of conv1's 20 filters once needed
  * 520,000 floats of a 518,400 buffer; ASan catches any overflow here). Each narrowed forward must
@@ -529,7 +464,6 @@ int main(void)
         for (int mode = NARROW_PREFIX; mode <= NARROW_EMASK; mode++)
             compare_dense(nets[i].name, nets[i].c, nets[i].h, nets[i].w, nets[i].k, mode);
     test_sgd();
-    test_backward_sgd();
     test_narrow_chunks();
     test_memory();
     test_learns();

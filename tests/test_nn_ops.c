@@ -321,43 +321,6 @@ static void test_misc(void)
     free(c.x), free(c.lab), free(dx), free(dh), free(ds), free(c.q), free(logits2);
 }
 
-/* nn_linear_backward_sgd against the double reference of nn_linear_backward followed by the
- * SGD step, with momentum or without, with dx or without, and a row stride past I. */
-static void test_linear_sgd(int B, int I, int O, float mu)
-{
-    int ldw = I + 3;
-    size_t nw = (size_t)O * ldw;
-    float *x = rnd((size_t)B * I, 1), *dy = rnd((size_t)B * O, 1), *w = rnd(nw, 1), *v = rnd(nw, 1);
-    float *w2 = malloc(sizeof(float) * nw), *v2 = malloc(sizeof(float) * nw);
-    float *dx = rnd((size_t)B * I, 1), *dxr = malloc(sizeof(float) * (size_t)B * I);
-    float *g = calloc(nw, sizeof(float));
-    memcpy(w2, w, sizeof(float) * nw);
-    memcpy(v2, v, sizeof(float) * nw);
-    nn_linear_backward_ref(dxr, g, ldw, NULL, dy, x, w, ldw, B, I, O);
-    const float lr = 0.05f, wd = 0.01f;
-    for (int o = 0; o < O; o++)
-        for (int i = 0; i < I; i++) {
-            size_t j = (size_t)o * ldw + i;
-            if (mu != 0) {
-                v2[j] = mu * v2[j] + (g[j] + wd * w2[j]);
-                w2[j] -= lr * v2[j];
-            } else {
-                w2[j] -= lr * (g[j] + wd * w2[j]);
-            }
-        }
-    float pad = w[(size_t)O * ldw - 1];
-    nn_linear_backward_sgd(dx, w, v, ldw, dy, x, B, I, O, lr, mu, wd);
-    CHECK_MSG(max_diff(dx, dxr, (size_t)B * I) < 1e-4, "fused dx, B %d I %d O %d", B, I, O);
-    CHECK_MSG(max_diff(w, w2, nw) < 1e-5, "fused weight step, B %d I %d O %d mu %g (%g)", B, I, O,
-              mu, max_diff(w, w2, nw));
-    CHECK_MSG(max_diff(v, v2, nw) < 1e-5, "fused velocity, B %d I %d O %d mu %g", B, I, O, mu);
-    CHECK_MSG(w[(size_t)O * ldw - 1] == pad, "the stride's padding is left alone");
-    memcpy(w2, w, sizeof(float) * nw);
-    nn_linear_backward_sgd(NULL, w, v, ldw, dy, x, B, I, O, lr, mu, wd); /* no dx: still steps */
-    CHECK(max_diff(w, w2, nw) > 0);
-    free(x), free(dy), free(w), free(v), free(w2), free(v2), free(dx), free(dxr), free(g);
-}
-
 int main(void)
 {
     sim_rng_seed(&rng, 42, SIM_RNG_TEST, 0);
@@ -369,10 +332,6 @@ int main(void)
     test_linear(7, 1203, 263, 3);
     test_linear(13, 1203, 263, 0);
     test_linear(10, 2051, 129, 1);
-    /* the fused backward + SGD step: every batch size it takes, column remainders */
-    for (int B = 1; B <= 10; B++)
-        test_linear_sgd(B, 16 * (B % 3) + 37, 11, B % 2 ? 0.9f : 0.0f);
-    test_linear_sgd(10, 3136, 64, 0.9f);
     /* im2col: few input channels, stride 2, an even kernel */
     test_conv(2, 1, 8, 8, 3, 5, 1, 2, 0);
     test_conv(2, 1, 8, 8, 3, 5, 1, 2, 1);
