@@ -387,6 +387,16 @@ static size_t live_floats(const nn_model *m)
     return n;
 }
 
+/* Between m's live parameters and buf (live_floats of them, in run order): into m, or out of it. */
+static void copy_live(nn_model *m, float *buf, int into_model)
+{
+    for (size_t r = 0, at = 0; r < m->n_runs; at += m->runs[r][1], r++) {
+        float *p = m->params + m->runs[r][0];
+        size_t bytes = sizeof(float) * m->runs[r][1];
+        memcpy(into_model ? p : buf + at, into_model ? buf + at : p, bytes);
+    }
+}
+
 static double pa3dfl_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
 {
     p3_server *s = p;
@@ -402,11 +412,7 @@ static double pa3dfl_eval(void *p, int32_t client, const void *priv, size_t priv
     float *w = sim_xmalloc(sizeof(float) * n);
     if (priv && msgpack_unpack_next(&u, priv, priv_len, &off) == MSGPACK_UNPACK_SUCCESS &&
         !unpack_key(w, n, &u.data, "w", "private state", NULL)) {
-        size_t at = 0;
-        for (size_t r = 0; r < m->n_runs; r++) {
-            memcpy(m->params + m->runs[r][0], w + at, sizeof(float) * m->runs[r][1]);
-            at += m->runs[r][1];
-        }
+        copy_live(m, w, 1);
     } else { /* never trained: what it would receive now, through H_g */
         if (s->env->cfg->pa3dfl.hn) {
             encode(s);
@@ -650,12 +656,9 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
     if (looped) fl_loop_finish(&L, res);
     res->cost.flops += extra;
 
-    size_t nl = live_floats(m), at = 0;
+    size_t nl = live_floats(m);
     float *live = sim_xmalloc(sizeof(float) * nl);
-    for (size_t r = 0; r < m->n_runs; r++) {
-        memcpy(live + at, m->params + m->runs[r][0], sizeof(float) * m->runs[r][1]);
-        at += m->runs[r][1];
-    }
+    copy_live(m, live, 0);
     fl_p3_gather(d, kb, v, kept);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);

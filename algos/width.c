@@ -228,6 +228,16 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
     fl_loop_finish(&L, res);
 }
 
+/* A job's local steps: FjORD's nested widths, or plain SGD at the job's width. */
+static void local_steps(const fl_env *env, const fl_job *job, nn_model *m, int kind, double top,
+                        fl_result *res)
+{
+    if (kind == FJORD)
+        fjord_steps(env, job, m, top, res);
+    else
+        fl_local_sgd(env, job, m, 0, NULL, res);
+}
+
 /* The message carries the sub-model's units, so a worker needs to know nothing of the kind but
  * in cost-only mode, where there is no message. */
 static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res, int kind,
@@ -238,20 +248,14 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
     double top = top_width(env, kind, job->client);
     if (env->cost_only) {
         narrow(m, kind, top, job->round);
-        if (kind == FJORD)
-            fjord_steps(env, job, m, top, res);
-        else
-            fl_local_sgd(env, job, m, 0, NULL, res);
+        local_steps(env, job, m, kind, top, res);
         res->up_bytes = 1 + fl_sub_bytes(env->arch, nn_model_live_count(m));
         return SIM_OK;
     }
     int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
-    if (kind == FJORD)
-        fjord_steps(env, job, m, top, res);
-    else
-        fl_local_sgd(env, job, m, 0, NULL, res);
+    local_steps(env, job, m, kind, top, res);
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
         w->ref[j] = m->params[j] - w->ref[j];
     pack_sub(&res->up, m, w->ref);
