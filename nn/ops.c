@@ -343,9 +343,11 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
  * and channel pair the 25 (or 9) multiplies per output become 36/m² in the transformed domain,
  * where the channel sums are 36 GEMMs (O × C)·(C × tiles): cnn2's second layer does 2.8× fewer
  * multiplies than im2col. Backward is exact under the same algebra: the weight gradient is
- * Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the forward conv of dy with the
- * rotated filter, padded by k−1−p. Transforms run over all tiles of a chunk at once (rows of
- * tiles), so they vectorize. Counted FLOPs stay those of the direct convolution: that is what the
+ * Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the forward's adjoint, B·[Σ_o U ⊙
+ * (A·dy·Aᵀ)]·Bᵀ put back on each tile's patch: the transformed dy serves both, and only the C input
+ * channels are transformed again, not the O channels of dy as a conv of dy with the rotated
+ * filters would. Transforms run over all tiles of a chunk at once (rows of tiles), so they
+ * vectorize. Counted FLOPs stay those of the direct convolution: that is what the
  * layer costs a device; the transform is how this host pays less for it. */
 
 #define WT  6  /* tile side */
@@ -369,9 +371,12 @@ typedef struct wino {
 
 /* Tile grid of a stride-1 conv writing OH×OW from H×W padded by p: tile (b, ty, tx) reads the
  * 6×6 input patch at (ty·m − p, tx·m − p) and writes the m×m outputs at (ty·m, tx·m). RY: rows
- * of the split planes wino_in builds. */
+ * of the split planes wino_in builds; tiles [lo[s], hi[s]) have patch column s in the image
+ * (0 <= tx·m + s − p < W); a tile row has nx[i] outputs at column offset i < m. Computed once
+ * here: the transforms' inner loops are a tile row long, and a division per loop showed. */
 typedef struct grid {
     int H, W, OH, OW, p, TH, TW, P, RY;
+    int lo[WT], hi[WT], nx[WT];
 } grid;
 
 int nn_conv_winograd(int C, int k, int s, int p)
@@ -397,11 +402,20 @@ static wino wino_of(int k)
 
 static grid grid_of(const wino *t, int H, int W, int p)
 {
-    grid g = {H, W, H + 2 * p - t->k + 1, W + 2 * p - t->k + 1, p, 0, 0, 0, 0};
-    g.TH = cdiv(g.OH, t->m);
-    g.TW = cdiv(g.OW, t->m);
+    int m = t->m;
+    grid g = {H, W, H + 2 * p - t->k + 1, W + 2 * p - t->k + 1, p, 0, 0, 0, 0, {0}, {0}, {0}};
+    g.TH = cdiv(g.OH, m);
+    g.TW = cdiv(g.OW, m);
     g.P = g.TH * g.TW;
-    g.RY = g.TH + (WT - 1) / t->m;
+    g.RY = g.TH + (WT - 1) / m;
+    for (int s = 0; s < WT; s++) {
+        int lo = p - s <= 0 ? 0 : cdiv(p - s, m),
+            hi = W - 1 + p - s < 0 ? 0 : (W - 1 + p - s) / m + 1;
+        g.hi[s] = hi > g.TW ? g.TW : hi;
+        g.lo[s] = lo > g.hi[s] ? g.hi[s] : lo;
+    }
+    for (int i = 0; i < m; i++)
+        g.nx[i] = i < g.OW ? cdiv(g.OW - i, m) : 0;
     return g;
 }
 
@@ -429,10 +443,9 @@ size_t nn_conv_scratch(int B, int C, int H, int W, int O, int k, int s, int p)
     if (!nn_conv_winograd(C, k, s, p))
         return (size_t)C * k * k * OH * OW * (size_t)nn_conv_chunk(B, C, k, OH, OW);
     wino t = wino_of(k);
-    grid gf = grid_of(&t, H, W, p), gd = grid_of(&t, OH, OW, k - 1 - p);
+    grid g = grid_of(&t, H, W, p);
     size_t pairs = (size_t)O * C, work = (size_t)(k * k + WT2) * pairs;
-    work = max_sz(work, wino_chunk_floats(&t, &gf, B, C, O));
-    work = max_sz(work, wino_chunk_floats(&t, &gd, B, O, C));
+    work = max_sz(work, wino_chunk_floats(&t, &g, B, C, O));
     return 2 * WT2 * pairs + work;
 }
 
@@ -462,6 +475,26 @@ static void k_bt(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, 
 static void x_bt(float *const *o, const float *const *d, long n)
 {
     k_bt(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], d[5], n);
+}
+
+/* B = (Bᵀ)ᵀ: 6 → 6, for the input gradient */
+static void k_b(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5,
+                long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j], a4 = d4[j], a5 = d5[j];
+        o0[j] = 4 * a0;
+        o1[j] = 4 * (a2 - a1 + a5) + 2 * (a4 - a3);
+        o2[j] = -5 * a0 - 4 * (a1 + a2) - (a3 + a4);
+        o3[j] = (a1 - a2) + 2 * (a3 - a4) - 5 * a5;
+        o4[j] = a0 + (a1 + a2) + (a3 + a4);
+        o5[j] = a5;
+    }
+}
+
+static void x_b(float *const *o, const float *const *d, long n)
+{
+    k_b(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], d[5], n);
 }
 
 /* Aᵀ, m = 2: 6 → 2 */
@@ -656,14 +689,8 @@ static void wino_in(float *out, long ostride, const float *xc, const grid *g, in
             for (int f = 0; f < m; f++)
                 for (int ry = 0; ry < g->RY; ry++) {
                     float *restrict d = q + (s * m + f) * qs + (long)ry * g->TW;
-                    int iy = ry * m + f - g->p;
-                    int lo = 0, hi = 0; /* tx with 0 <= tx·m + s − p < W */
-                    if (iy >= 0 && iy < g->H) {
-                        lo = g->p - s <= 0 ? 0 : cdiv(g->p - s, m);
-                        hi = g->W - 1 + g->p - s < 0 ? 0 : (g->W - 1 + g->p - s) / m + 1;
-                        if (hi > g->TW) hi = g->TW;
-                        if (lo > hi) lo = hi;
-                    }
+                    int iy = ry * m + f - g->p, in = iy >= 0 && iy < g->H;
+                    int lo = in ? g->lo[s] : 0, hi = in ? g->hi[s] : 0;
                     for (int tx = 0; tx < lo; tx++)
                         d[tx] = 0;
                     if (lo < hi) {
@@ -691,20 +718,67 @@ static void wino_in(float *out, long ostride, const float *xc, const grid *g, in
     }
 }
 
-/* U[ξ][pair] = (G·f·Gᵀ)[ξ] for every filter f = w[o][c] (w + o·ldw + c·k²) at pair o·C + c, or
- * for f rotated by 180° at pair c·O + o when rot is set (the input gradient's filters). work:
- * (k² + 36) rows of O·C. */
-static void wino_filters(float *U, const wino *t, const float *w, int ldw, int O, int C, int rot,
+/* The adjoint of wino_in: dxc (B planes of H×W) += B·dV·Bᵀ of the chunk's tiles put back where
+ * wino_in read their patches, dV's row ξ at in + ξ·istride; padding positions are dropped. Its
+ * passes in reverse order: along the rows over the chunk, then per sample down the columns into
+ * the split planes, which are added onto the image (a position in several patches gets each
+ * one's share, always in the same order). work: as wino_in's, and 6 rows of P. */
+static void wino_in_adjoint(float *dxc, const float *in, long istride, const grid *g, int m, int b0,
+                            int nb, float *work)
+{
+    long nt = (long)nb * g->P, qs = (long)g->RY * g->TW;
+    float *t1 = work, *q = work + WT2 * nt, *rows = q + WT * m * qs;
+    const float *src[WT];
+    float *dst[WT];
+    for (int a = 0; a < WT; a++) { /* t1[ξr][s] = Σ_ξs B[s][ξs]·dV[ξr][ξs] */
+        for (int b = 0; b < WT; b++)
+            src[b] = in + (a * WT + b) * istride;
+        for (int s = 0; s < WT; s++)
+            dst[s] = t1 + (a * WT + s) * nt;
+        x_b(dst, src, nt);
+    }
+    for (int bb = 0; bb < nb; bb++) {
+        memset(q, 0, sizeof(float) * WT * m * qs);
+        for (int s = 0; s < WT; s++) { /* patch row r of column s: Σ_ξr B[r][ξr]·t1[ξr][s] */
+            for (int a = 0; a < WT; a++)
+                src[a] = t1 + (a * WT + s) * nt + (long)bb * g->P;
+            for (int r = 0; r < WT; r++)
+                dst[r] = rows + (long)r * g->P;
+            x_b(dst, src, g->P);
+            for (int r = 0; r < WT; r++) {
+                float *restrict d = q + (s * m + r % m) * qs + (long)(r / m) * g->TW;
+                const float *restrict v = rows + (long)r * g->P;
+                for (long j = 0; j < g->P; j++)
+                    d[j] += v[j];
+            }
+        }
+        float *plane = dxc + (long)(b0 + bb) * g->H * g->W;
+        for (int s = 0; s < WT; s++)
+            for (int f = 0; f < m; f++)
+                for (int ry = 0; ry < g->RY; ry++) {
+                    int iy = ry * m + f - g->p;
+                    if (iy < 0 || iy >= g->H) continue;
+                    const float *restrict d = q + (s * m + f) * qs + (long)ry * g->TW;
+                    float *restrict row = plane + (long)iy * g->W + s - g->p;
+                    for (int tx = g->lo[s]; tx < g->hi[s]; tx++)
+                        row[tx * m] += d[tx];
+                }
+    }
+}
+
+/* U[ξ][pair] = (G·f·Gᵀ)[ξ] for every filter f = w[o][c] (w + o·ldw + c·k²) at pair o·C + c.
+ * work: (k² + 36) rows of O·C. */
+static void wino_filters(float *U, const wino *t, const float *w, int ldw, int O, int C,
                          float *work)
 {
     int kk = t->k * t->k;
     long n = (long)O * C;
-    for (int o = 0; o < O; o++)
-        for (int c = 0; c < C; c++) {
-            const float *f = w + (long)o * ldw + (long)c * kk;
-            long pair = rot ? (long)c * O + o : (long)o * C + c;
-            for (int q = 0; q < kk; q++)
-                work[q * n + pair] = f[rot ? kk - 1 - q : q];
+    for (int q = 0; q < kk; q++) /* row by row: 25 rows written at once were 25 streams */
+        for (int o = 0; o < O; o++) {
+            float *restrict d = work + q * n + (long)o * C;
+            const float *restrict f = w + (long)o * ldw + q;
+            for (int c = 0; c < C; c++)
+                d[c] = f[(long)c * kk];
         }
     if (t->k == 5)
         tile_transform(x_g5, WT, 5, U, n, work, n, n, work + kk * n);
@@ -743,7 +817,7 @@ static void wino_conv(float *y, float *kept, const float *x, const float *U, con
                         for (int i2 = 0; i2 < m && i2 < g->OW; i2++) {
                             const float *restrict src =
                                     yt + (i * m + i2) * nt + (long)bb * g->P + ty * g->TW;
-                            int n = cdiv(g->OW - i2, m);
+                            int n = g->nx[i2];
                             for (int tx = 0; tx < n; tx++)
                                 row[tx * m + i2] = src[tx] + bias;
                         }
@@ -760,11 +834,12 @@ static void wino_forward(float *y, float *kept, float *buf, const float *x, cons
     grid g = grid_of(&t, H, W, p);
     long pairs = (long)O * C;
     float *U = buf, *work = buf + 2 * WT2 * pairs;
-    wino_filters(U, &t, w, ldw, O, C, 0, work);
+    wino_filters(U, &t, w, ldw, O, C, work);
     wino_conv(y, kept, x, U, b, &t, &g, B, C, O, work);
 }
 
-/* dw += Gᵀ·[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]·G, then dx = dy ⊛ rot180(w) padded by k − 1 − p.
+/* dw += Gᵀ·[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]·G and dx = the adjoint of the forward: per tile,
+ * B·[Σ_o U ⊙ (A·dy·Aᵀ)]·Bᵀ added back onto its input patch, so the transformed dy serves both.
  * kept: the transformed input the forward left, or NULL to transform x again. */
 static void wino_backward(float *dx, float *dw, int lddw, const float *kept, const float *dy,
                           const float *x, const float *w, int ldw, int B, int C, int H, int W,
@@ -774,8 +849,12 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
     grid g = grid_of(&t, H, W, p);
     int m = t.m, kk = k * k, nbmax = wino_chunk(B, g.P);
     long ntmax = (long)nbmax * g.P, pairs = (long)O * C;
-    float *dU = buf, *Ur = buf + WT2 * pairs, *work = buf + 2 * WT2 * pairs;
+    float *dU = buf, *U = buf + WT2 * pairs, *work = buf + 2 * WT2 * pairs;
     float *D = work + WT2 * (long)C * ntmax, *cw = D + WT2 * (long)O * ntmax;
+    if (dx) {
+        wino_filters(U, &t, w, ldw, O, C, work);
+        memset(dx, 0, sizeof(float) * (size_t)C * B * H * W);
+    }
     for (int b0 = 0; b0 < B; b0 += nbmax) {
         int nb = B - b0 < nbmax ? B - b0 : nbmax;
         long nt = (long)nb * g.P;
@@ -791,7 +870,7 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
                         for (int i2 = 0; i2 < m; i2++) {
                             float *restrict dst =
                                     pt + (i * m + i2) * nt + (long)bb * g.P + ty * g.TW;
-                            int n = oy >= g.OH || i2 >= g.OW ? 0 : cdiv(g.OW - i2, m);
+                            int n = oy >= g.OH ? 0 : g.nx[i2];
                             if (n) {
                                 const float *restrict row =
                                         dy + (((long)o * B + b0 + bb) * g.OH + oy) * g.OW + i2;
@@ -807,18 +886,23 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
         for (int xi = 0; xi < WT2; xi++)
             gemm(0, 1, O, C, (int)nt, D + (long)xi * O * nt, (int)nt, V + (long)xi * C * nt,
                  (int)nt, b0 ? 1.0f : 0.0f, dU + xi * pairs, C);
+        if (!dx) continue;
+        /* the transformed input is spent (or kept elsewhere): its room takes Σ_o U ⊙ D */
+        for (int xi = 0; xi < WT2; xi++)
+            gemm(1, 0, C, (int)nt, O, U + xi * pairs, C, D + (long)xi * O * nt, (int)nt, 0.0f,
+                 work + (long)xi * C * nt, (int)nt);
+        for (int c = 0; c < C; c++)
+            wino_in_adjoint(dx + (long)c * B * H * W, work + c * nt, (long)C * nt, &g, m, b0, nb,
+                            cw);
     }
     tile_transform(k == 5 ? x_g5t : x_g3t, k, WT, work, pairs, dU, pairs, pairs, work + kk * pairs);
-    for (int o = 0; o < O; o++)
-        for (int c = 0; c < C; c++) {
-            float *d = dw + (long)o * lddw + (long)c * kk;
-            for (int q = 0; q < kk; q++)
-                d[q] += work[q * pairs + (long)o * C + c];
+    for (int q = 0; q < kk; q++) /* row by row, as wino_filters */
+        for (int o = 0; o < O; o++) {
+            float *restrict d = dw + (long)o * lddw + q;
+            const float *restrict v = work + q * pairs + (long)o * C;
+            for (int c = 0; c < C; c++)
+                d[(long)c * kk] += v[c];
         }
-    if (!dx) return;
-    grid gd = grid_of(&t, g.OH, g.OW, k - 1 - p);
-    wino_filters(Ur, &t, w, ldw, O, C, 1, work);
-    wino_conv(dx, NULL, dy, Ur, NULL, &t, &gd, B, O, C, work);
 }
 
 size_t nn_conv_kept(int B, int C, int H, int W, int k, int s, int p)
