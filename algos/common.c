@@ -173,10 +173,14 @@ void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double
     nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)weight_decay, (float)cfg->clip};
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     for (int nb; (nb = fl_loop_next(&L));) {
-        nn_model_zero_grad(m);
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
+        if (!fn) {
+            nn_model_backward_step(m, &opt);
+            continue;
+        }
+        nn_model_zero_grad(m);
         nn_model_backward(m);
-        if (fn) fn(m, ctx);
+        fn(m, ctx);
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);

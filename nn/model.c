@@ -528,10 +528,28 @@ void nn_model_init_params(nn_model *m, sim_rng *r)
     memset(m->mom, 0, sizeof(float) * a->layout.n_floats);
 }
 
-void nn_model_zero_grad(nn_model *m)
+/* Whether run r lies in a tensor marked in skip (NULL: none). A run never spans two tensors. */
+static int run_skipped(const nn_model *m, size_t r, const uint8_t *skip)
+{
+    if (!skip) return 0;
+    const nn_layout *L = &m->arch.layout;
+    for (int ti = 0; ti < L->n; ti++)
+        if (skip[ti] && m->runs[r][0] >= L->t[ti].off &&
+            m->runs[r][0] < L->t[ti].off + (size_t)L->t[ti].rows * L->t[ti].cols)
+            return 1;
+    return 0;
+}
+
+static void zero_runs(nn_model *m, const uint8_t *skip)
 {
     for (size_t r = 0; r < m->n_runs; r++)
-        memset(m->grads + m->runs[r][0], 0, sizeof(float) * m->runs[r][1]);
+        if (!run_skipped(m, r, skip))
+            memset(m->grads + m->runs[r][0], 0, sizeof(float) * m->runs[r][1]);
+}
+
+void nn_model_zero_grad(nn_model *m)
+{
+    zero_runs(m, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -909,7 +927,23 @@ float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B)
     return m->loss;
 }
 
-void nn_model_backward(nn_model *m)
+/* Whether layer i takes its SGD step inside backward (opt non-NULL): a linear layer whose weights
+ * the last forward used in place, trainable, at a size and batch nn_linear_step_fuses. */
+static int step_fuses(const nn_model *m, int i, const nn_sgd *opt)
+{
+    const nn_layer *l = &m->arch.l[i];
+    if (!opt || opt->clip_norm > 0 || l->op != NN_LINEAR || m->work->gathered[i] ||
+        !m->arch.layout.t[l->wt].trainable)
+        return 0;
+    int ni, no;
+    in_list(m, i, &ni);
+    out_list(m, i, &no);
+    return nn_linear_step_fuses(m->work->B, ni * l->blk, no);
+}
+
+/* nn_model_backward; with opt, the layers step_fuses picks take their step here, from their
+ * weight gradient before it is ever stored (their gradients stay untouched). */
+static void backward(nn_model *m, const nn_sgd *opt)
 {
     const nn_arch *a = &m->arch;
     nn_work *w = m->work;
@@ -944,12 +978,19 @@ void nn_model_backward(nn_model *m)
                     db_gathered = 1;
                 }
             }
-            if (l->op == NN_CONV)
+            if (l->op == NN_CONV) {
                 nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
                                  B, ni, l->h, l->w, no, l->k, l->s, l->p);
-            else
+            } else if (step_fuses(m, i, opt)) {
+                size_t off = (size_t)(w->wp[i] - m->params);
+                nn_linear_backward(dxp, NULL, 0, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
+                                   no);
+                nn_linear_step(m->params + off, m->mom + off, w->ldw[i], dy, in, B, ni * l->blk, no,
+                               opt->lr, opt->momentum, opt->weight_decay);
+            } else {
                 nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
                                    no);
+            }
             add_cost(&m->cost, gemm_flops(l, ni, no, B) * (dxp ? 2 : 1), m->emask[l->wt] != NULL,
                      w->dens[i]);
             if (w->gathered[i]) scatter_dw(m, i);
@@ -980,7 +1021,13 @@ void nn_model_backward(nn_model *m)
     }
 }
 
-float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
+void nn_model_backward(nn_model *m)
+{
+    backward(m, NULL);
+}
+
+/* nn_model_sgd_step over the runs outside the tensors marked in skip (NULL: none). */
+static float sgd_runs(nn_model *m, const nn_sgd *opt, const uint8_t *skip)
 {
     float norm = 0, scale = 1.0f;
     if (opt->clip_norm > 0) {
@@ -995,6 +1042,7 @@ float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
     }
     float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
     for (size_t r = 0; r < m->n_runs; r++) {
+        if (run_skipped(m, r, skip)) continue;
         size_t off = m->runs[r][0];
         float *restrict p = m->params + off, *restrict v = m->mom + off;
         const float *restrict g = m->grads + off;
@@ -1011,12 +1059,27 @@ float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
     return norm;
 }
 
+float nn_model_sgd_step(nn_model *m, const nn_sgd *opt)
+{
+    return sgd_runs(m, opt, NULL);
+}
+
+/* The gradients are zeroed after the forward (which leaves them alone), once it is known which
+ * layers take their step inside backward: theirs are neither zeroed nor stepped here. */
+void nn_model_backward_step(nn_model *m, const nn_sgd *opt)
+{
+    uint8_t fused[NN_MAX_TENSORS] = {0};
+    for (int i = 0; i < m->arch.n; i++)
+        if (step_fuses(m, i, opt)) fused[m->arch.l[i].wt] = 1;
+    zero_runs(m, fused);
+    backward(m, opt);
+    sgd_runs(m, opt, fused);
+}
+
 float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B)
 {
-    nn_model_zero_grad(m);
     float loss = nn_model_forward(m, x, y, B, 1);
-    nn_model_backward(m);
-    nn_model_sgd_step(m, opt);
+    nn_model_backward_step(m, opt);
     m->cost.samples += B;
     return loss;
 }

@@ -137,7 +137,12 @@ void nn_model_backward(nn_model *m);
 /* One SGD step over live trainable parameters. Returns the gradient norm before clipping when
  * clipping is on (it costs a pass over the gradients), 0 otherwise. */
 float nn_model_sgd_step(nn_model *m, const nn_sgd *opt);
-/* zero_grad + forward + backward + step; returns the batch loss. */
+/* zero_grad + backward + SGD step of the last forward with labels, for callers with nothing to
+ * add between backward and the step: a big linear layer at a small batch then takes its step
+ * inside backward (nn_linear_step_fuses), its weight gradient never stored, zeroed or read back;
+ * the gradients of such layers are left as they were. */
+void nn_model_backward_step(nn_model *m, const nn_sgd *opt);
+/* forward + nn_model_backward_step, counting the samples; returns the batch loss. */
 float nn_model_train_step(nn_model *m, const nn_sgd *opt, const float *x, const int32_t *y, int B);
 /* Correct predictions over n samples, evaluated in eval mode in batches; *loss gets the mean. */
 int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, double *loss);

@@ -18,9 +18,19 @@
 /* y (B,O) = x (B,I) · w (O,I; row stride ldw)ᵀ + b (O) [b may be NULL] */
 void nn_linear_forward(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                        int I, int O);
-/* dx (B,I) = dy·w; dw (O,I; stride lddw) += dyᵀ·x; db (O) += Σ_b dy [db may be NULL] */
+/* dx (B,I) = dy·w; dw (O,I; stride lddw) += dyᵀ·x; db (O) += Σ_b dy [dx, dw, db may be NULL] */
 void nn_linear_backward(float *dx, float *dw, int lddw, float *db, const float *dy, const float *x,
                         const float *w, int ldw, int B, int I, int O);
+/* Whether a linear layer of I → O at batch B takes its SGD step inside backward (nn_linear_step):
+ * a big weight matrix at a batch of at most ten, where storing the gradient, zeroing it and
+ * reading it back cost more than the product itself (cnn2's fc1 is 6.4 MB). */
+int nn_linear_step_fuses(int B, int I, int O);
+/* The weight half of that backward fused with plain SGD, for B ≤ 10: with g = dyᵀ·x, v (same
+ * layout as w) = mu·v + g + wd·w and w −= lr·v, or w −= lr·(g + wd·w) leaving v alone when mu = 0
+ * (nn_model_sgd_step's rule); g is never stored. Call it after the input gradient (it changes w).
+ */
+void nn_linear_step(float *w, float *v, int ldw, const float *dy, const float *x, int B, int I,
+                    int O, float lr, float mu, float wd);
 void nn_linear_forward_ref(float *y, const float *x, const float *w, int ldw, const float *b, int B,
                            int I, int O);
 void nn_linear_backward_ref(float *dx, float *dw, int lddw, float *db, const float *dy,

@@ -308,6 +308,54 @@ static void test_sgd(void)
     nn_model_destroy(&m);
 }
 
+/* nn_model_train_step against zero_grad + forward + backward + sgd_step on a copy: a hidden layer
+ * of 784 × 700 at a batch of at most ten takes its step inside backward (and a half-width one,
+ * 350 rows in place, too). Same parameters and momentum to float rounding, and the fused layer's
+ * gradients never written: the fused path really ran. */
+static void test_fused_step(double width, float mu)
+{
+    nn_arch a;
+    build(&a, "mlp:784-700-10", 784, 1, 1, 10);
+    nn_model m, r;
+    nn_model_init(&m, &a, 10);
+    nn_model_init(&r, &a, 10);
+    nn_model_init_params(&m, &rng);
+    size_t nf = a.layout.n_floats;
+    memcpy(r.params, m.params, sizeof(float) * nf);
+    if (width < 1) nn_model_set_width(&m, width, 0), nn_model_set_width(&r, width, 0);
+    float *x = malloc(sizeof(float) * 10 * 784);
+    int32_t y[10];
+    nn_sgd opt = {0.05f, mu, 1e-3f, 0};
+    for (int step = 0; step < 4; step++) {
+        int B = step % 2 ? 7 : 10;
+        for (int i = 0; i < B * 784; i++)
+            x[i] = (float)sim_rng_uniform(&rng);
+        for (int b = 0; b < B; b++)
+            y[b] = (int32_t)sim_rng_below(&rng, 10);
+        nn_model_train_step(&m, &opt, x, y, B);
+        nn_model_zero_grad(&r);
+        nn_model_forward(&r, x, y, B, 1);
+        nn_model_backward(&r);
+        nn_model_sgd_step(&r, &opt);
+    }
+    double dp = 0, dm = 0;
+    for (size_t j = 0; j < nf; j++) {
+        dp = fmax(dp, fabs(m.params[j] - r.params[j]));
+        dm = fmax(dm, fabs(m.mom[j] - r.mom[j]));
+    }
+    const nn_tensor *w1 = &a.layout.t[0];
+    int written = 0;
+    for (size_t j = 0; j < (size_t)w1->rows * w1->cols; j++)
+        written += m.grads[w1->off + j] != 0;
+    CHECK_MSG(dp < 1e-6 && dm < 1e-5, "fused step (width %g, mu %g): params %g, momentum %g apart",
+              width, (double)mu, dp, dm);
+    CHECK_MSG(written == 0, "%d gradients of the fused layer were written", written);
+    CHECK(m.cost.samples == 34);
+    free(x);
+    nn_model_destroy(&m);
+    nn_model_destroy(&r);
+}
+
 /* A narrower conv input unfolds in larger sample chunks: every count of kept channels feeding a
  * conv must fit the workspace (LeNet at 28×28, batch 64: 13 of conv1's 20 filters once needed
  * 520,000 floats of a 518,400 buffer; ASan catches any overflow here). Each narrowed forward must
@@ -464,6 +512,9 @@ int main(void)
         for (int mode = NARROW_PREFIX; mode <= NARROW_EMASK; mode++)
             compare_dense(nets[i].name, nets[i].c, nets[i].h, nets[i].w, nets[i].k, mode);
     test_sgd();
+    test_fused_step(1, 0.9f);
+    test_fused_step(1, 0);
+    test_fused_step(0.5, 0.9f);
     test_narrow_chunks();
     test_memory();
     test_learns();

@@ -99,6 +99,29 @@ static void test_linear(int B, int I, int O, int pad)
     free(dw), free(dw2), free(db), free(db2), free(dw3);
 }
 
+/* nn_linear_step against the double reference: the gradient by nn_linear_backward_ref, then
+ * nn_model_sgd_step's rule; the padding columns past I and, without momentum, v stay as they
+ * were. lr 0.1 makes a missed or doubled row ~0.1·|g| off, far beyond the 1e-5 allowed. */
+static void test_linear_step(int B, int I, int O, int pad, float mu, float wd)
+{
+    int ldw = I + pad;
+    size_t nw = (size_t)O * ldw;
+    float *x = rnd((size_t)B * I, 1), *dy = rnd((size_t)B * O, 1), *w = rnd(nw, 0.5);
+    float *v = rnd(nw, 0.5), *g = calloc(nw, 4), *w2 = malloc(nw * 4), *v2 = malloc(nw * 4);
+    nn_linear_backward_ref(NULL, g, ldw, NULL, dy, x, w, ldw, B, I, O);
+    for (size_t j = 0; j < nw; j++) {
+        int in = (int)(j % (size_t)ldw) < I;
+        float d = g[j] + wd * w[j];
+        v2[j] = in && mu != 0 ? mu * v[j] + d : v[j];
+        w2[j] = !in ? w[j] : w[j] - 0.1f * (mu != 0 ? v2[j] : d);
+    }
+    nn_linear_step(w, v, ldw, dy, x, B, I, O, 0.1f, mu, wd);
+    CHECK_MSG(max_diff(w, w2, nw) < 1e-5 && max_diff(v, v2, nw) < 1e-5,
+              "linear step vs ref B=%d I=%d O=%d mu=%g wd=%g: w %g v %g", B, I, O, (double)mu,
+              (double)wd, max_diff(w, w2, nw), max_diff(v, v2, nw));
+    free(x), free(dy), free(w), free(v), free(g), free(w2), free(v2);
+}
+
 /* ---- conv ---- */
 typedef struct {
     float *x, *w, *b, *y, *r, *kept, *col;
@@ -332,6 +355,10 @@ int main(void)
     test_linear(7, 1203, 263, 3);
     test_linear(13, 1203, 263, 0);
     test_linear(10, 2051, 129, 1);
+    /* the fused weight step: every batch size it takes, row and column remainders, padding */
+    for (int B = 1; B <= 10; B++)
+        test_linear_step(B, 37 + 16 * B, 7 + (B % 4), B % 3, B % 2 ? 0.9f : 0.0f, 0.01f * (B % 3));
+    test_linear_step(10, 3136, 64, 0, 0.9f, 0.0f);
     /* im2col: few input channels, stride 2, an even kernel */
     test_conv(2, 1, 8, 8, 3, 5, 1, 2, 0);
     test_conv(2, 1, 8, 8, 3, 5, 1, 2, 1);
