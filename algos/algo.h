@@ -47,7 +47,9 @@ typedef struct fl_spafl_config {
 typedef struct fl_width_config {
     double p, min, max, eval, step;
     int by_capacity, halving;
-    int kd; /* FjORD: self-distil the nested width from the widest (else train it alone) */
+    int kd;     /* FjORD: self-distil the nested width from the widest (else train it alone) */
+    int scaler; /* HeteroFL's Scaler: a p-wide job trains with hidden outputs ×1/p (nn_model's
+                   train_scale); evaluation is unscaled */
 } fl_width_config;
 
 /* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in

@@ -255,7 +255,9 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
     int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
+    if (env->cfg->width.scaler) m->train_scale = (float)(1 / top);
     local_steps(env, job, m, kind, top, res);
+    m->train_scale = 1.0f;          /* the worker's model serves other jobs and evaluations */
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
         w->ref[j] = m->params[j] - w->ref[j];
     pack_sub(&res->up, m, w->ref);

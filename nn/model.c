@@ -40,6 +40,7 @@ typedef struct nn_work {
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
     int B;
+    float scaled; /* the train_scale the last forward applied (1: none) */
 } nn_work;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -356,6 +357,19 @@ static int is_param(const nn_layer *l)
     return l->op == NN_CONV || l->op == NN_LINEAR;
 }
 
+/* Floats a conv/linear layer with no active outputs writes at batch B. */
+static long out_floats(const nn_layer *l, int no, int B)
+{
+    if (l->op == NN_LINEAR) return (long)B * no;
+    return (long)no * B * nn_conv_out(l->h, l->k, l->s, l->p) * nn_conv_out(l->w, l->k, l->s, l->p);
+}
+
+static void scale_f32(float *x, float s, long n)
+{
+    for (long i = 0; i < n; i++)
+        x[i] *= s;
+}
+
 /* Active input list of layer i: the output list of the layer before (identity at the input). */
 static const int *in_list(const nn_model *m, int i, int *n);
 
@@ -422,6 +436,7 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
     memset(m, 0, sizeof *m);
     m->arch = *a;
     m->max_batch = max_batch;
+    m->train_scale = 1.0f;
     size_t nf = a->layout.n_floats;
     m->params = sim_xcalloc(3 * nf, sizeof(float));
     m->grads = m->params + nf;
@@ -868,6 +883,7 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
     w->in = x;
     w->y = y;
     w->B = B;
+    w->scaled = train ? m->train_scale : 1.0f;
     const float *in = x;
     if (a->l[0].op == NN_CONV && a->in_c > 1) {
         nn_transpose_bcn(w->x0, x, B, a->in_c, a->in_h * a->in_w);
@@ -893,6 +909,7 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
             }
             w->dens[i] = block_density(m, i);
             add_cost(&m->cost, gemm_flops(l, ni, no, B), m->emask[l->wt] != NULL, w->dens[i]);
+            if (l->narrow && w->scaled != 1.0f) scale_f32(out, w->scaled, out_floats(l, no, B));
         } else if (l->op == NN_RELU) {
             nn_relu_forward(out, in, (long)B * ni * l->h * l->w);
         } else if (l->op == NN_MAXPOOL) {
@@ -955,6 +972,8 @@ static void backward(nn_model *m, const nn_sgd *opt)
         int ni, no;
         const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
         float *dxp = i ? dx : NULL;
+        if (is_param(l) && l->narrow && w->scaled != 1.0f) /* out = s·z: dz = s·dout */
+            scale_f32(dy, w->scaled, out_floats(l, no, B));
         if (is_param(l)) {
             const nn_tensor *t = &a->layout.t[l->wt];
             float *dw;

@@ -468,8 +468,12 @@ static int load_width(fl_width_config *c, section *alg, const char *name, sim_er
         (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
         (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
         (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)) ||
-        (rc = get_bool(&s, "kd", 1, &c->kd, err)))
+        (rc = get_bool(&s, "kd", 1, &c->kd, err)) ||
+        (rc = get_bool(&s, "scaler", !strcmp(name, "heterofl"), &c->scaler, err)))
         return rc;
+    if (c->scaler && fjord) /* its nested widths change within a step */
+        return sim_yaml_fail(sim_yaml_get(s.map, "scaler"), err,
+                             "width: scaler is for HeteroFL and FedRolex, not FjORD");
     if (c->min > c->max)
         return sim_yaml_fail(sim_yaml_get(s.map, "min"), err, "width: min %g is above max %g",
                              c->min, c->max);

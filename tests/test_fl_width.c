@@ -5,15 +5,19 @@
  * widths are a deterministic draw in [min, max]; cost-only jobs report the real FLOPs and bytes; a
  * malformed message is rejected. Widths by capacity: the grid width with p² ≤ r (the Pa3dFL spec's
  * table of widths over r = 1 %, 2 %, … 100 %), FjORD drawing only grid widths up to it;
- * FedRolex's window rolls one channel per round. */
+ * FedRolex's window rolls one channel per round. HeteroFL's Scaler changes what a narrow job
+ * trains and is on by default for HeteroFL only; FjORD refuses it. */
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/pack.h"
+#include "sim/scenario.h"
 #include "tests/check.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static nn_dataset train, test;
 static nn_partition part;
@@ -38,6 +42,39 @@ static void live_at(nn_model *m, double p)
 {
     nn_model_reset_narrowing(m);
     if (p < 1) nn_model_set_width(m, p, 0);
+}
+
+/* `algorithm.width.scaler`: on by default for HeteroFL only, and an error naming file, line and
+ * key for FjORD. */
+static void test_scaler_key(void)
+{
+    char dir[] = "/tmp/fedsim-width-XXXXXX", path[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/s.yaml", dir);
+    const char *alg[] = {"algorithm: {name: heterofl}\n", "algorithm: {name: fedrolex}\n",
+                         "algorithm: {name: fedrolex, width: {scaler: true}}\n",
+                         "algorithm:\n  name: fjord\n  width: {scaler: true}\n"};
+    for (int k = 0; k < 4; k++) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n%s", alg[k]);
+        fclose(f);
+        sim_scenario sc;
+        sim_err err = {0};
+        int rc = sim_scenario_load(&sc, path, NULL, 0, &err);
+        char msg[700];
+        sim_err_format(&err, msg, sizeof msg);
+        if (k < 3) {
+            CHECK_MSG(rc == SIM_OK, "%s", msg);
+            if (!rc) {
+                CHECK(sc.cfg.width.scaler == (k != 1));
+                sim_scenario_destroy(&sc);
+            }
+        } else {
+            CHECK_MSG(rc != SIM_OK && strstr(msg, "s.yaml:5") && strstr(msg, "scaler"), "%s", msg);
+        }
+    }
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -82,6 +119,24 @@ int main(void)
     fl_fedavg.eval_params(sa, -1, NULL, 0, &g1);
     CHECK(!memcmp(g0.params, g1.params, nf * sizeof(float)));
     fl_heterofl.server_free(sh), fl_fedavg.server_free(sa);
+
+    /* the Scaler: a width-0.5 job trains with hidden outputs ×2, so its change differs from the
+     * unscaled job's, and the worker's model is left unscaled for what comes next */
+    {
+        fl_result r0, r1;
+        cfg.width.p = 0.5;
+        sh = fl_heterofl.server_new(&env, &err);
+        job(&fl_heterofl, &env, sh, 0, &r0, &w);
+        cfg.width.scaler = 1;
+        job(&fl_heterofl, &env, sh, 0, &r1, &w);
+        CHECK(fl_worker_model(&w, &env)->train_scale == 1.0f);
+        CHECK(r0.up.size == r1.up.size && memcmp(r0.up.data, r1.up.data, r0.up.size));
+        CHECK(r0.cost.flops == r1.cost.flops);
+        cfg.width.scaler = 0;
+        cfg.width.p = 1;
+        fl_result_destroy(&r0), fl_result_destroy(&r1);
+        fl_heterofl.server_free(sh);
+    }
 
     /* client 0 at width 0.5, client 1 at width 1, one aggregation */
     sh = fl_heterofl.server_new(&env, &err);
@@ -287,6 +342,7 @@ int main(void)
 
     nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&lm);
     fl_worker_destroy(&w);
+    test_scaler_key();
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train), nn_dataset_destroy(&test);
     return CHECK_DONE();

@@ -114,7 +114,7 @@ static int model_same_region(void *p)
     return nn_model_pattern(c->m) == c->region;
 }
 
-static void gradcheck_model(const char *name, int c, int h, int w, int k, double width)
+static void gradcheck_model(const char *name, int c, int h, int w, int k, double width, float scale)
 {
     nn_arch a;
     build(&a, name, c, h, w, k);
@@ -123,6 +123,7 @@ static void gradcheck_model(const char *name, int c, int h, int w, int k, double
     nn_model_init(&m, &a, B);
     nn_model_init_params(&m, &rng);
     if (width < 1) nn_model_set_width(&m, width, 5);
+    m.train_scale = scale;
     float *x = malloc(sizeof(float) * (size_t)B * feat);
     int32_t y[4];
     fill(x, (size_t)B * feat, 1);
@@ -139,7 +140,7 @@ static void gradcheck_model(const char *name, int c, int h, int w, int k, double
         const nn_tensor *T = &a.layout.t[t];
         if (!T->trainable) continue;
         char what[96];
-        snprintf(what, sizeof what, "%s@%.2f.%s", name, width, T->name);
+        snprintf(what, sizeof what, "%s@%.2fx%g.%s", name, width, (double)scale, T->name);
         int bad = gc_check_region(what, m.params + T->off, g + T->off, (size_t)T->rows * T->cols,
                                   model_loss, model_same_region, &ctx, 32, 1e-3, 1e-2, 1e-4,
                                   (uint64_t)t, &kinks);
@@ -161,6 +162,38 @@ static void gradcheck_model(const char *name, int c, int h, int w, int k, double
               "%s: a sign-flipped gradient is caught", name);
     free(x);
     free(g);
+    nn_model_destroy(&m);
+}
+
+/* HeteroFL's Scaler: a training forward multiplies each hidden layer's pre-activation by s, so
+ * with one hidden ReLU layer the logits minus the head's bias scale by s; an evaluation forward
+ * is untouched. (Its gradients are checked by gradcheck_model with a scale.) */
+static void test_train_scale(void)
+{
+    nn_arch a;
+    build(&a, "mlp:6-5-3", 6, 1, 1, 3);
+    nn_model m;
+    nn_model_init(&m, &a, 2);
+    nn_model_init_params(&m, &rng);
+    CHECK(m.train_scale == 1.0f);
+    float x[12], ref[6], z[6];
+    int32_t y[2] = {0, 2};
+    fill(x, 12, 1);
+    const float *b2 = m.params + a.layout.t[3].off;
+    nn_model_forward(&m, x, y, 2, 1);
+    memcpy(ref, m.logits, sizeof ref);
+    m.train_scale = 2.5f;
+    nn_model_forward(&m, x, y, 2, 1);
+    memcpy(z, m.logits, sizeof z);
+    double bad = 0;
+    for (int j = 0; j < 6; j++)
+        bad = fmax(bad, fabs((z[j] - b2[j % 3]) - 2.5 * (ref[j] - b2[j % 3])));
+    CHECK_MSG(bad < 1e-5, "scaled logits off by %g", bad);
+    nn_model_forward(&m, x, y, 2, 0);
+    bad = 0;
+    for (int j = 0; j < 6; j++)
+        bad = fmax(bad, fabs(m.logits[j] - ref[j]));
+    CHECK_MSG(bad == 0, "an evaluation forward is scaled (off by %g)", bad);
     nn_model_destroy(&m);
 }
 
@@ -495,11 +528,14 @@ int main(void)
     sim_rng_seed(&rng, 7, SIM_RNG_TEST, 1);
     test_param_counts();
     test_nest_width();
-    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1);
-    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5);
-    gradcheck_model("cnn2", 3, 8, 8, 4, 1);
-    gradcheck_model("cnn2", 3, 8, 8, 4, 0.3);
-    gradcheck_model("lenet5-caffe", 1, 16, 16, 10, 1);
+    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1, 1);
+    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5, 1);
+    gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5, 2);
+    gradcheck_model("cnn2", 3, 8, 8, 4, 1, 1);
+    gradcheck_model("cnn2", 3, 8, 8, 4, 0.3, 1);
+    gradcheck_model("cnn2", 3, 8, 8, 4, 0.3, 1 / 0.3f);
+    gradcheck_model("lenet5-caffe", 1, 16, 16, 10, 1, 1);
+    test_train_scale();
     static const struct {
         const char *name;
         int c, h, w, k;
