@@ -45,6 +45,19 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 typedef float v16 __attribute__((vector_size(64)));
 enum { STREAM_MIN_W = 1 << 18, STREAM_FWD_MAX_B = 10, STREAM_DX_MAX_B = 20 };
 #define INLINE static inline __attribute__((always_inline))
+/* The cases of a switch over a batch count of 1 … 10, each calling a tile with that constant
+ * (CASE(n, a) is one `case n:`), so each count gets its own unrolled copy. */
+#define CASES_10_TO_1(CASE, a)                                                                     \
+    CASE(10, a);                                                                                   \
+    CASE(9, a);                                                                                    \
+    CASE(8, a);                                                                                    \
+    CASE(7, a);                                                                                    \
+    CASE(6, a);                                                                                    \
+    CASE(5, a);                                                                                    \
+    CASE(4, a);                                                                                    \
+    CASE(3, a);                                                                                    \
+    CASE(2, a);                                                                                    \
+    CASE(1, a)
 
 /* y[b][r] = x[b]·w[r] for BB ≤ 5 batch rows and R ≤ 4 weight rows (y row stride O). */
 INLINE void fwd_tile(float *restrict y, const float *restrict x, const float *restrict w, int ldw,
@@ -149,26 +162,14 @@ static void linear_dx_stream(float *dx, const float *dy, const float *w, int ldw
     case n:                                                                                        \
         dx_tile(d + i, g, w + i, ldw, I, O, n, c);                                                 \
         break
-#define DX_CASES(c)                                                                                \
-    DX_CASE(10, c);                                                                                \
-    DX_CASE(9, c);                                                                                 \
-    DX_CASE(8, c);                                                                                 \
-    DX_CASE(7, c);                                                                                 \
-    DX_CASE(6, c);                                                                                 \
-    DX_CASE(5, c);                                                                                 \
-    DX_CASE(4, c);                                                                                 \
-    DX_CASE(3, c);                                                                                 \
-    DX_CASE(2, c);                                                                                 \
-    DX_CASE(1, c)
         for (; i + 32 <= I; i += 32)
             switch (BB) {
-                DX_CASES(2);
+                CASES_10_TO_1(DX_CASE, 2);
             }
         for (; i + 16 <= I; i += 16)
             switch (BB) {
-                DX_CASES(1);
+                CASES_10_TO_1(DX_CASE, 1);
             }
-#undef DX_CASES
 #undef DX_CASE
         for (; i < I; i++)
             for (int n = 0; n < BB; n++) {
@@ -267,26 +268,14 @@ void nn_linear_step(float *w, float *v, int ldw, const float *dy, const float *x
     case n:                                                                                        \
         step_tile(w + (long)o * ldw, v + (long)o * ldw, ldw, dy + o, x, I, O, n, r, hp);           \
         break
-#define STEP_CASES(r)                                                                              \
-    STEP_CASE(10, r);                                                                              \
-    STEP_CASE(9, r);                                                                               \
-    STEP_CASE(8, r);                                                                               \
-    STEP_CASE(7, r);                                                                               \
-    STEP_CASE(6, r);                                                                               \
-    STEP_CASE(5, r);                                                                               \
-    STEP_CASE(4, r);                                                                               \
-    STEP_CASE(3, r);                                                                               \
-    STEP_CASE(2, r);                                                                               \
-    STEP_CASE(1, r)
     for (; o + 4 <= O; o += 4)
         switch (B) {
-            STEP_CASES(4);
+            CASES_10_TO_1(STEP_CASE, 4);
         }
     for (; o < O; o++)
         switch (B) {
-            STEP_CASES(1);
+            CASES_10_TO_1(STEP_CASE, 1);
         }
-#undef STEP_CASES
 #undef STEP_CASE
 }
 

@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/scenario.h"
 #include "tests/check.h"
+#include "tests/scenario_text.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -501,10 +502,6 @@ static void test_collapse_in_training(void)
 /* Scenario keys: spafl's map is validated (bad keys name file and line), also under fedavg. */
 static void test_scenario_keys(void)
 {
-    char dir[] = "/tmp/fedsim-spafl-keys-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/s.yaml", dir);
     const char *base = "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n"
                        "partition: {scheme: iid, clients: 4}\n";
     const char *alg[] = {"algorithm: {name: spafl, spafl: {alpha: 0.1, delta: accumulated}}\n",
@@ -512,14 +509,10 @@ static void test_scenario_keys(void)
                          "algorithm: {name: spafl,\n  spafl: {alfa: 0.1}}\n",
                          "algorithm: {name: spafl, spafl: {delta: newest}}\n"};
     for (int k = 0; k < 4; k++) {
-        FILE *f = fopen(path, "w");
-        fprintf(f, "%s%s", base, alg[k]);
-        fclose(f);
+        char text[512], msg[700];
+        snprintf(text, sizeof text, "%s%s", base, alg[k]);
         sim_scenario sc;
-        sim_err err = {0};
-        int rc = sim_scenario_load(&sc, path, NULL, 0, &err);
-        char msg[700];
-        sim_err_format(&err, msg, sizeof msg);
+        int rc = test_load_scenario(&sc, text, msg, sizeof msg);
         if (k < 2) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
@@ -533,8 +526,6 @@ static void test_scenario_keys(void)
                       "%s", msg);
         }
     }
-    unlink(path);
-    rmdir(dir);
 }
 
 int main(void)

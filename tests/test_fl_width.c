@@ -10,14 +10,13 @@
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/pack.h"
-#include "sim/scenario.h"
 #include "tests/check.h"
+#include "tests/scenario_text.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static nn_dataset train, test;
 static nn_partition part;
@@ -48,21 +47,15 @@ static void live_at(nn_model *m, double p)
  * key for FjORD. */
 static void test_scaler_key(void)
 {
-    char dir[] = "/tmp/fedsim-width-XXXXXX", path[128];
-    CHECK(mkdtemp(dir) != NULL);
-    snprintf(path, sizeof path, "%s/s.yaml", dir);
     const char *alg[] = {"algorithm: {name: heterofl}\n", "algorithm: {name: fedrolex}\n",
                          "algorithm: {name: fedrolex, width: {scaler: true}}\n",
                          "algorithm:\n  name: fjord\n  width: {scaler: true}\n"};
     for (int k = 0; k < 4; k++) {
-        FILE *f = fopen(path, "w");
-        fprintf(f, "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n%s", alg[k]);
-        fclose(f);
+        char text[256], msg[700];
+        snprintf(text, sizeof text, "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n%s",
+                 alg[k]);
         sim_scenario sc;
-        sim_err err = {0};
-        int rc = sim_scenario_load(&sc, path, NULL, 0, &err);
-        char msg[700];
-        sim_err_format(&err, msg, sizeof msg);
+        int rc = test_load_scenario(&sc, text, msg, sizeof msg);
         if (k < 3) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
@@ -73,8 +66,6 @@ static void test_scaler_key(void)
             CHECK_MSG(rc != SIM_OK && strstr(msg, "s.yaml:5") && strstr(msg, "scaler"), "%s", msg);
         }
     }
-    unlink(path);
-    rmdir(dir);
 }
 
 int main(void)
