@@ -48,8 +48,8 @@ typedef struct fl_width_config {
     double p, min, max, eval, step;
     int by_capacity, halving;
     int kd;     /* FjORD: self-distil the nested width from the widest (else train it alone) */
-    int scaler; /* HeteroFL's Scaler: a p-wide job trains with hidden outputs ×1/p (nn_model's
-                   train_scale); evaluation is unscaled */
+    int scaler; /* HeteroFL's Scaler: a p-wide sub-model's hidden outputs ×1/p, in training and
+                   evaluation (nn_model's narrow_scale) */
 } fl_width_config;
 
 /* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in

@@ -14,6 +14,12 @@
  * summed, one SGD step); without, it trains the p-wide model alone. Each step's FLOPs are those
  * of the widths it ran.
  *
+ * HeteroFL's Scaler (`width.scaler`, on for HeteroFL, as its code): a p-wide sub-model multiplies
+ * each hidden layer's conv/linear output by 1/p, so a narrow client's sums over fewer channels
+ * keep the full model's scale; it applies when the sub-model trains and when it is evaluated at
+ * width p (HeteroFL's code leaves it out at evaluation, where its static batch norm
+ * re-normalizes; these models have no normalization to do that).
+ *
  * What a client really does is the narrowed model: the down message is the global model's
  * sub-model at the job's width, the client trains it (the kernels run the smaller GEMMs, so its
  * FLOPs and time fall roughly with p²), and the up message is the change of those parameters only.
@@ -255,9 +261,9 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
     int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
-    if (env->cfg->width.scaler) m->train_scale = (float)(1 / top);
+    if (env->cfg->width.scaler) m->narrow_scale = (float)(1 / top);
     local_steps(env, job, m, kind, top, res);
-    m->train_scale = 1.0f;          /* the worker's model serves other jobs and evaluations */
+    m->narrow_scale = 1.0f;         /* the worker's model serves other jobs and evaluations */
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
         w->ref[j] = m->params[j] - w->ref[j];
     pack_sub(&res->up, m, w->ref);
@@ -306,6 +312,7 @@ static double width_eval(void *p, int32_t client, const void *priv, size_t priv_
     double at = client < 0 ? s->env->cfg->width.eval : top_width(s->env, s->kind, client);
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
     nn_model_set_width(m, at, 0); /* FedRolex too: every window of the global model is trained */
+    m->narrow_scale = s->env->cfg->width.scaler ? (float)(1 / at) : 1.0f;
     return nn_model_unit_density(m);
 }
 

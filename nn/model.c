@@ -40,7 +40,7 @@ typedef struct nn_work {
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
     int B;
-    float scaled; /* the train_scale the last forward applied (1: none) */
+    float scaled; /* the narrow_scale the last forward applied */
 } nn_work;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -436,7 +436,7 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch)
     memset(m, 0, sizeof *m);
     m->arch = *a;
     m->max_batch = max_batch;
-    m->train_scale = 1.0f;
+    m->narrow_scale = 1.0f;
     size_t nf = a->layout.n_floats;
     m->params = sim_xcalloc(3 * nf, sizeof(float));
     m->grads = m->params + nf;
@@ -883,7 +883,7 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
     w->in = x;
     w->y = y;
     w->B = B;
-    w->scaled = train ? m->train_scale : 1.0f;
+    w->scaled = m->narrow_scale;
     const float *in = x;
     if (a->l[0].op == NN_CONV && a->in_c > 1) {
         nn_transpose_bcn(w->x0, x, B, a->in_c, a->in_h * a->in_w);

@@ -114,10 +114,10 @@ typedef struct nn_model {
     int nlist[NN_MAX_LAYERS]; /* their lengths */
     const uint8_t *emask[NN_MAX_TENSORS]; /* borrowed element masks (n = rows·cols) or NULL */
     nn_cost cost;                         /* accumulated by forward/backward; reset by the caller */
-    float train_scale;    /* HeteroFL's Scaler: training forwards multiply the conv/linear output of
-                             every narrowable layer by this (1/p while a p-wide sub-model trains, so
-                             its thinner sums keep the full model's scale); evaluation forwards do
-                             not, as the Scaler's eval mode. 1 (none) unless an algorithm sets it */
+    float narrow_scale;   /* HeteroFL's Scaler: every forward multiplies the conv/linear output of
+                             each narrowable layer by this (1/p for a p-wide sub-model, so its
+                             thinner sums keep the full model's scale), and backward follows.
+                             1 (none) unless an algorithm sets it */
     float loss;           /* of the last forward with labels */
     float *logits;        /* (B, classes) of the last forward, inside the workspace */
     struct nn_work *work; /* activations and scratch, private to model.c */

@@ -112,7 +112,8 @@ int main(void)
     fl_heterofl.server_free(sh), fl_fedavg.server_free(sa);
 
     /* the Scaler: a width-0.5 job trains with hidden outputs ×2, so its change differs from the
-     * unscaled job's, and the worker's model is left unscaled for what comes next */
+     * unscaled job's, and the worker's model is left unscaled for what comes next; the client's
+     * model is evaluated scaled, the full global one not */
     {
         fl_result r0, r1;
         cfg.width.p = 0.5;
@@ -120,9 +121,13 @@ int main(void)
         job(&fl_heterofl, &env, sh, 0, &r0, &w);
         cfg.width.scaler = 1;
         job(&fl_heterofl, &env, sh, 0, &r1, &w);
-        CHECK(fl_worker_model(&w, &env)->train_scale == 1.0f);
+        CHECK(fl_worker_model(&w, &env)->narrow_scale == 1.0f);
         CHECK(r0.up.size == r1.up.size && memcmp(r0.up.data, r1.up.data, r0.up.size));
         CHECK(r0.cost.flops == r1.cost.flops);
+        fl_heterofl.eval_params(sh, 0, NULL, 0, &lm); /* the client's own 0.5-wide model */
+        CHECK(lm.narrow_scale == 2.0f);
+        fl_heterofl.eval_params(sh, -1, NULL, 0, &lm); /* the global model at width.eval = 1 */
+        CHECK(lm.narrow_scale == 1.0f);
         cfg.width.scaler = 0;
         cfg.width.p = 1;
         fl_result_destroy(&r0), fl_result_destroy(&r1);
