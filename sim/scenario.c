@@ -469,7 +469,7 @@ static int load_width(fl_width_config *c, section *alg, const char *name, sim_er
         (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
         (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)) ||
         (rc = get_bool(&s, "kd", 1, &c->kd, err)) ||
-        (rc = get_bool(&s, "scaler", !strcmp(name, "heterofl"), &c->scaler, err)))
+        (rc = get_bool(&s, "scaler", 0, &c->scaler, err)))
         return rc;
     if (c->scaler && fjord) /* its nested widths change within a step */
         return sim_yaml_fail(sim_yaml_get(s.map, "scaler"), err,

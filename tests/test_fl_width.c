@@ -6,7 +6,7 @@
  * malformed message is rejected. Widths by capacity: the grid width with p² ≤ r (the Pa3dFL spec's
  * table of widths over r = 1 %, 2 %, … 100 %), FjORD drawing only grid widths up to it;
  * FedRolex's window rolls one channel per round. HeteroFL's Scaler changes what a narrow job
- * trains and is on by default for HeteroFL only; FjORD refuses it. */
+ * trains and how it is evaluated; it is off unless asked for, and FjORD refuses it. */
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/pack.h"
@@ -43,8 +43,8 @@ static void live_at(nn_model *m, double p)
     if (p < 1) nn_model_set_width(m, p, 0);
 }
 
-/* `algorithm.width.scaler`: on by default for HeteroFL only, and an error naming file, line and
- * key for FjORD. */
+/* `algorithm.width.scaler`: off unless asked for, and an error naming file, line and key for
+ * FjORD. */
 static void test_scaler_key(void)
 {
     const char *alg[] = {"algorithm: {name: heterofl}\n", "algorithm: {name: fedrolex}\n",
@@ -59,7 +59,7 @@ static void test_scaler_key(void)
         if (k < 3) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
-                CHECK(sc.cfg.width.scaler == (k != 1));
+                CHECK(sc.cfg.width.scaler == (k == 2));
                 sim_scenario_destroy(&sc);
             }
         } else {
