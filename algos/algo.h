@@ -23,14 +23,17 @@
 
 /* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
  * code (algos/spafl.c). */
+/* SpaFL's Δτ for Eq. 13 (`spafl.delta`): the change since the client's last round
+ * (accumulated), the server's last change, sent along with τ (latest: the code; the down message
+ * doubles), or the accumulated change divided by the rounds it spans (mean: τ alone travels). */
+enum { FL_DELTA_ACCUMULATED, FL_DELTA_LATEST, FL_DELTA_MEAN };
+
 typedef struct fl_spafl_config {
     double alpha; /* α of the regulariser α·Σexp(−τ) */
     int warmup;   /* use α·σ(10r − 5) in round r, as the code does (1) or α throughout (0) */
     int eq13;     /* shift weights by the global threshold change before training */
     int eq13_nin; /* Eq. 13 divides by n_in (paper) instead of k·k for convs (code) */
-    int delta_latest;   /* Eq. 13 uses the server's last change, sent along with τ (the code;
-                           the down message doubles), or (0) the change since the client's last
-                           round, so that τ alone travels */
+    int delta;    /* the Δτ Eq. 13 uses: FL_DELTA_* */
     int momentum_reset; /* momentum restarts every job (CIFAR code) instead of persisting */
     int ste_weight;     /* the code's straight-through gradient into w through mean|w| */
     int freeze_weights; /* train thresholds only (Table 1); implies no Eq. 13 */

@@ -429,7 +429,7 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
 
 static const char *const WEIGHTINGS[] = {"samples", "uniform", NULL};
 static const char *const DIVISORS[] = {"kernel", "n_in", NULL};
-static const char *const DELTAS[] = {"accumulated", "latest", NULL};
+static const char *const DELTAS[] = {"accumulated", "latest", "mean", NULL}; /* FL_DELTA_* */
 static const char *const MOMENTA[] = {"persistent", "reset", NULL};
 
 /* `algorithm.spafl:` (read only for the SpaFL algorithms, so elsewhere it is an unknown key). */
@@ -442,7 +442,7 @@ static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
         (rc = get_bool(&s, "warmup", 1, &c->warmup, err)) ||
         (rc = get_bool(&s, "eq13", 1, &c->eq13, err)) ||
         (rc = get_choice(&s, "eq13_divisor", DIVISORS, 0, &c->eq13_nin, err)) ||
-        (rc = get_choice(&s, "delta", DELTAS, 1, &c->delta_latest, err)) ||
+        (rc = get_choice(&s, "delta", DELTAS, FL_DELTA_LATEST, &c->delta, err)) ||
         (rc = get_choice(&s, "momentum", MOMENTA, 0, &c->momentum_reset, err)) ||
         (rc = get_bool(&s, "ste_weight", 1, &c->ste_weight, err)) ||
         (rc = get_bool(&s, "freeze_weights", 0, &c->freeze_weights, err)) ||

@@ -339,7 +339,7 @@ static void test_server(void)
     CHECK(read_vec(out.data, out.size, "tau", got, 4));
     CHECK(got[0] == 2 && got[1] == 2 && got[2] == 2 && got[3] == 0);
     CHECK(!read_vec(out.data, out.size, "delta", delta, 4));
-    cfg.spafl.delta_latest = 1;
+    cfg.spafl.delta = FL_DELTA_LATEST;
     msgpack_sbuffer_clear(&out);
     CHECK_EQ_I64(fl_spafl.job_down(s, 0, 0, &out), fl_spafl.job_down(s, 0, 0, NULL));
     CHECK(read_vec(out.data, out.size, "delta", delta, 4));
@@ -499,6 +499,72 @@ static void test_collapse_in_training(void)
     free(tnew);
 }
 
+/* delta: mean — Eq. 13 shifts by the change of τ_g since the client's last round divided by the
+ * rounds between. With lr 0 a job is that shift alone: jobs at rounds 4 and 6 (the client last at
+ * 0, then 4) give exactly Eq. 13 with (T1 − 0)/4, then (T2 − T1)/2. */
+static void test_delta_mean(void)
+{
+    sim_err err = {0};
+    nn_dataset d = {0}, dt = {0};
+    CHECK(nn_synth_pews_make(&d, &dt, 20, 1, &err) == SIM_OK);
+    nn_partition part = {0};
+    CHECK(nn_partition_iid(&part, &d, 1, 1, &err) == SIM_OK);
+    nn_arch a;
+    CHECK(nn_arch_build(&a, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
+    fl_config cfg = {0};
+    snprintf(cfg.name, sizeof cfg.name, "spafl");
+    cfg.local_steps = 2, cfg.batch_size = 8, cfg.lr = 0.01, cfg.lr_decay = 1, cfg.momentum = 0.9;
+    cfg.spafl = (fl_spafl_config){
+            .alpha = 0.01, .eq13 = 1, .delta = FL_DELTA_MEAN, .ste_weight = 1, .collapse = 0.01};
+    fl_env env = {&cfg, &a, &d, &d, &part, 3, 0, NULL};
+    size_t nf = a.layout.n_floats, nt = (size_t)fl_spafl_n_thresholds(&a);
+    float *tg[3], *w = malloc(sizeof(float) * nf), *got = malloc(sizeof(float) * nf);
+    float *delta = malloc(sizeof(float) * nt);
+    int rounds[3] = {0, 4, 6};
+    sim_rng r;
+    sim_rng_seed(&r, 8, SIM_RNG_TEST, 2);
+    fl_worker wk;
+    fl_worker_init(&wk);
+    fl_result res[3];
+    for (int k = 0; k < 3; k++) {
+        tg[k] = calloc(nt, sizeof(float));
+        for (size_t j = 0; k && j < nt; j++)
+            tg[k][j] = (float)(0.1 * sim_rng_uniform(&r) - 0.05);
+        msgpack_sbuffer down;
+        tau_msg(&down, tg[k], nt);
+        fl_result_init(&res[k]);
+        fl_job job = {0,
+                      rounds[k],
+                      down.data,
+                      down.size,
+                      k ? res[k - 1].priv.data : NULL,
+                      k ? res[k - 1].priv.size : 0,
+                      (uint64_t)k};
+        if (k) cfg.lr = 0; /* the shift alone */
+        CHECK(fl_spafl.client_train(&env, &job, &wk, &res[k], &err) == SIM_OK);
+        msgpack_sbuffer_destroy(&down);
+        if (!k) continue;
+        CHECK(read_vec(res[k - 1].priv.data, res[k - 1].priv.size, "w", w, nf));
+        float per = 1.0f / (float)(rounds[k] - rounds[k - 1]);
+        for (size_t j = 0; j < nt; j++)
+            delta[j] = (tg[k][j] - tg[k - 1][j]) * per;
+        fl_spafl_eq13(&a, w, delta, 0);
+        CHECK(read_vec(res[k].priv.data, res[k].priv.size, "w", got, nf));
+        size_t moved = 0;
+        for (size_t j = 0; j < nf; j++)
+            moved += got[j] != w[j];
+        CHECK_MSG(moved == 0, "round %d: %zu weights off Eq. 13 with the mean change", rounds[k],
+                  moved);
+    }
+    for (int k = 0; k < 3; k++)
+        fl_result_destroy(&res[k]), free(tg[k]);
+    fl_worker_destroy(&wk);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&d);
+    nn_dataset_destroy(&dt);
+    free(w), free(got), free(delta);
+}
+
 /* Scenario keys: spafl's map is validated (bad keys name file and line), also under fedavg. */
 static void test_scenario_keys(void)
 {
@@ -516,7 +582,8 @@ static void test_scenario_keys(void)
         if (k < 2) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
-                CHECK(sc.cfg.spafl.alpha == 0.1 && sc.cfg.spafl.delta_latest == (k == 1));
+                CHECK(sc.cfg.spafl.alpha == 0.1 &&
+                      sc.cfg.spafl.delta == (k == 1 ? FL_DELTA_LATEST : FL_DELTA_ACCUMULATED));
                 CHECK(k == 1 || (sc.cfg.spafl.eq13 && sc.cfg.spafl.warmup && !sc.cfg.spafl.clamp));
                 sim_scenario_destroy(&sc);
             }
@@ -536,6 +603,7 @@ int main(void)
     test_server();
     test_run_events();
     test_collapse_in_training();
+    test_delta_mean();
     test_scenario_keys();
     return CHECK_DONE();
 }
