@@ -23,10 +23,11 @@
  * can only know if Δτ travels with τ, so by default (`spafl.delta: latest`, as the code) the down
  * message carries both: twice the downlink the paper's Eq. 32 charges, which counts τ alone.
  * `delta: accumulated` sends τ alone (the paper's byte count) and the client uses the change since
- * its own last round, from the τ it kept; on the FMNIST setup it stalls (67% at round 250: a
+ * its own last round, from the τ it kept; on the FMNIST setup it stalls (66% at round 250: a
  * client is sampled every ~10 rounds, so its shifts are ~10× larger). `delta: mean` also sends τ
  * alone and divides that change by the rounds it spans: a per-round change, as the code's, from
- * what the client can know.
+ * what the client can know. Seed 1, 500 rounds: best 90.1% (latest), 84.6% (mean), 89.1% with no
+ * Eq. 13 at all — only the exact latest change makes the shift pay.
  *
  * `spafl-local` is the paper's Local baseline: the same pruned training, thresholds kept local,
  * no Eq. 13, nothing sent.
