@@ -447,23 +447,45 @@ static void test_run_events(void)
     CHECK(system(cmd) == 0);
 }
 
+/* One client's share of a small synthetic set and the FedPeWS MLP: SpaFL jobs on a small model
+ * (batch 8, lr 0.01; the tests set the rest of cfg). */
+typedef struct small {
+    nn_dataset d, dt;
+    nn_partition part;
+    nn_arch a;
+    fl_config cfg;
+    fl_env env;
+} small;
+
+static void small_init(small *S)
+{
+    sim_err err = {0};
+    memset(S, 0, sizeof *S);
+    CHECK(nn_synth_pews_make(&S->d, &S->dt, 20, 1, &err) == SIM_OK);
+    CHECK(nn_partition_iid(&S->part, &S->d, 1, 1, &err) == SIM_OK);
+    CHECK(nn_arch_build(&S->a, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
+    snprintf(S->cfg.name, sizeof S->cfg.name, "spafl");
+    S->cfg.batch_size = 8, S->cfg.lr = 0.01, S->cfg.lr_decay = 1;
+    S->env = (fl_env){&S->cfg, &S->a, &S->d, &S->d, &S->part, 3, 0, NULL};
+}
+
+static void small_destroy(small *S)
+{
+    nn_partition_destroy(&S->part);
+    nn_dataset_destroy(&S->d);
+    nn_dataset_destroy(&S->dt);
+}
+
 /* A layer with every unit pruned outputs zeros (logits 0: loss ln 10) without crashing, and the
  * next step's collapse guard resets its thresholds to 0. */
 static void test_collapse_in_training(void)
 {
     sim_err err = {0};
-    nn_dataset d = {0}, dt = {0};
-    CHECK(nn_synth_pews_make(&d, &dt, 20, 1, &err) == SIM_OK);
-    nn_partition part = {0};
-    CHECK(nn_partition_iid(&part, &d, 1, 1, &err) == SIM_OK);
-    nn_arch a;
-    CHECK(nn_arch_build(&a, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
-    fl_config cfg = {0};
-    snprintf(cfg.name, sizeof cfg.name, "spafl");
-    cfg.local_steps = 1, cfg.batch_size = 8, cfg.lr = 0.01, cfg.lr_decay = 1;
-    cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
-    fl_env env = {&cfg, &a, &d, &d, &part, 3, 0, NULL};
-    int nt = fl_spafl_n_thresholds(&a);
+    small S;
+    small_init(&S);
+    S.cfg.local_steps = 1;
+    S.cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
+    int nt = fl_spafl_n_thresholds(&S.a);
     float *tau = calloc((size_t)nt, sizeof(float)), *tnew = calloc((size_t)nt, sizeof(float));
     for (int i = 0; i < 32; i++) /* the first hidden layer: all 32 neurons pruned */
         tau[i] = 50;
@@ -474,7 +496,7 @@ static void test_collapse_in_training(void)
     fl_result res;
     fl_result_init(&res);
     fl_job job = {0, 0, down.data, down.size, NULL, 0, 0};
-    CHECK(fl_spafl.client_train(&env, &job, &w, &res, &err) == SIM_OK);
+    CHECK(fl_spafl.client_train(&S.env, &job, &w, &res, &err) == SIM_OK);
     /* the only signal left: logits are 0, so the cross-entropy is ln 4, plus the regulariser */
     CHECK_MSG(res.loss > log(4.0) - 1e-6 && res.loss < log(4.0) + 0.01 * nt, "loss %g", res.loss);
     CHECK(read_vec(res.up.data, res.up.size, "tau", tnew, (size_t)nt) && tnew[0] >= 50);
@@ -484,17 +506,15 @@ static void test_collapse_in_training(void)
     fl_result res2;
     fl_result_init(&res2);
     fl_job job2 = {0, 0, down.data, down.size, res.priv.data, res.priv.size, 1};
-    cfg.spafl.eq13 = 0;
-    CHECK(fl_spafl.client_train(&env, &job2, &w, &res2, &err) == SIM_OK);
+    S.cfg.spafl.eq13 = 0;
+    CHECK(fl_spafl.client_train(&S.env, &job2, &w, &res2, &err) == SIM_OK);
     CHECK(read_vec(res2.up.data, res2.up.size, "tau", tnew, (size_t)nt) && fabsf(tnew[0]) < 1);
     CHECK(read_vec(res2.priv.data, res2.priv.size, "ratio", ratio, 5) && ratio[0] == 1);
     fl_result_destroy(&res);
     fl_result_destroy(&res2);
     fl_worker_destroy(&w);
     msgpack_sbuffer_destroy(&down);
-    nn_partition_destroy(&part);
-    nn_dataset_destroy(&d);
-    nn_dataset_destroy(&dt);
+    small_destroy(&S);
     free(tau);
     free(tnew);
 }
@@ -505,19 +525,12 @@ static void test_collapse_in_training(void)
 static void test_delta_mean(void)
 {
     sim_err err = {0};
-    nn_dataset d = {0}, dt = {0};
-    CHECK(nn_synth_pews_make(&d, &dt, 20, 1, &err) == SIM_OK);
-    nn_partition part = {0};
-    CHECK(nn_partition_iid(&part, &d, 1, 1, &err) == SIM_OK);
-    nn_arch a;
-    CHECK(nn_arch_build(&a, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
-    fl_config cfg = {0};
-    snprintf(cfg.name, sizeof cfg.name, "spafl");
-    cfg.local_steps = 2, cfg.batch_size = 8, cfg.lr = 0.01, cfg.lr_decay = 1, cfg.momentum = 0.9;
-    cfg.spafl = (fl_spafl_config){
+    small S;
+    small_init(&S);
+    S.cfg.local_steps = 2, S.cfg.momentum = 0.9;
+    S.cfg.spafl = (fl_spafl_config){
             .alpha = 0.01, .eq13 = 1, .delta = FL_DELTA_MEAN, .ste_weight = 1, .collapse = 0.01};
-    fl_env env = {&cfg, &a, &d, &d, &part, 3, 0, NULL};
-    size_t nf = a.layout.n_floats, nt = (size_t)fl_spafl_n_thresholds(&a);
+    size_t nf = S.a.layout.n_floats, nt = (size_t)fl_spafl_n_thresholds(&S.a);
     float *tg[3], *w = malloc(sizeof(float) * nf), *got = malloc(sizeof(float) * nf);
     float *delta = malloc(sizeof(float) * nt);
     int rounds[3] = {0, 4, 6};
@@ -540,15 +553,15 @@ static void test_delta_mean(void)
                       k ? res[k - 1].priv.data : NULL,
                       k ? res[k - 1].priv.size : 0,
                       (uint64_t)k};
-        if (k) cfg.lr = 0; /* the shift alone */
-        CHECK(fl_spafl.client_train(&env, &job, &wk, &res[k], &err) == SIM_OK);
+        if (k) S.cfg.lr = 0; /* the shift alone */
+        CHECK(fl_spafl.client_train(&S.env, &job, &wk, &res[k], &err) == SIM_OK);
         msgpack_sbuffer_destroy(&down);
         if (!k) continue;
         CHECK(read_vec(res[k - 1].priv.data, res[k - 1].priv.size, "w", w, nf));
         float per = 1.0f / (float)(rounds[k] - rounds[k - 1]);
         for (size_t j = 0; j < nt; j++)
             delta[j] = (tg[k][j] - tg[k - 1][j]) * per;
-        fl_spafl_eq13(&a, w, delta, 0);
+        fl_spafl_eq13(&S.a, w, delta, 0);
         CHECK(read_vec(res[k].priv.data, res[k].priv.size, "w", got, nf));
         size_t moved = 0;
         for (size_t j = 0; j < nf; j++)
@@ -559,9 +572,7 @@ static void test_delta_mean(void)
     for (int k = 0; k < 3; k++)
         fl_result_destroy(&res[k]), free(tg[k]);
     fl_worker_destroy(&wk);
-    nn_partition_destroy(&part);
-    nn_dataset_destroy(&d);
-    nn_dataset_destroy(&dt);
+    small_destroy(&S);
     free(w), free(got), free(delta);
 }
 
