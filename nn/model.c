@@ -40,8 +40,10 @@ typedef struct nn_work {
     const float *in;             /* input of the last forward, (B, features) */
     const int32_t *y;            /* its labels */
     int B;
-    float scaled; /* the narrow_scale the last forward applied */
+    float scaled;   /* the narrow_scale the last forward applied */
+    uint8_t *run_t; /* the tensor of each of m->runs */
 } nn_work;
+_Static_assert(NN_MAX_TENSORS <= 256, "run_t holds tensor indices in a byte");
 
 /* ---------------------------------------------------------------------------------------- */
 /* architectures */
@@ -510,6 +512,7 @@ void nn_model_destroy(nn_model *m)
     free(w->ident);
     free(w->scratch_list);
     free(w->block);
+    free(w->run_t);
     free(w);
     free(m->params);
     free(m->live);
@@ -543,16 +546,10 @@ void nn_model_init_params(nn_model *m, sim_rng *r)
     memset(m->mom, 0, sizeof(float) * a->layout.n_floats);
 }
 
-/* Whether run r lies in a tensor marked in skip (NULL: none). A run never spans two tensors. */
+/* Whether run r lies in a tensor marked in skip (NULL: none). */
 static int run_skipped(const nn_model *m, size_t r, const uint8_t *skip)
 {
-    if (!skip) return 0;
-    const nn_layout *L = &m->arch.layout;
-    for (int ti = 0; ti < L->n; ti++)
-        if (skip[ti] && m->runs[r][0] >= L->t[ti].off &&
-            m->runs[r][0] < L->t[ti].off + (size_t)L->t[ti].rows * L->t[ti].cols)
-            return 1;
-    return 0;
+    return skip && skip[m->work->run_t[r]];
 }
 
 static void zero_runs(nn_model *m, const uint8_t *skip)
@@ -602,8 +599,11 @@ static void refresh_map(nn_model *m)
     /* Live stretches of trainable tensors, for SGD and zero_grad. */
     m->n_runs = 0;
     size_t cap = 64;
+    nn_work *w = m->work;
     free(m->runs);
+    free(w->run_t);
     m->runs = sim_xmalloc(sizeof *m->runs * cap);
+    w->run_t = sim_xmalloc(cap);
     for (int ti = 0; ti < a->layout.n; ti++) {
         const nn_tensor *t = &a->layout.t[ti];
         if (!t->trainable) continue;
@@ -616,9 +616,13 @@ static void refresh_map(nn_model *m)
             size_t k = j;
             while (k < end && m->live[k])
                 k++;
-            if (m->n_runs == cap) m->runs = sim_xrealloc(m->runs, sizeof *m->runs * (cap *= 2));
+            if (m->n_runs == cap) {
+                m->runs = sim_xrealloc(m->runs, sizeof *m->runs * (cap *= 2));
+                w->run_t = sim_xrealloc(w->run_t, cap);
+            }
             m->runs[m->n_runs][0] = (uint32_t)j;
             m->runs[m->n_runs][1] = (uint32_t)(k - j);
+            w->run_t[m->n_runs] = (uint8_t)ti;
             m->n_runs++;
             j = k;
         }
@@ -944,12 +948,12 @@ float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B)
     return m->loss;
 }
 
-/* Whether layer i takes its SGD step inside backward (opt non-NULL): a linear layer whose weights
- * the last forward used in place, trainable, at a size and batch nn_linear_step_fuses. */
+/* Whether layer i takes its step opt inside backward: a linear layer whose weights the last
+ * forward used in place, trainable, at a size and batch nn_linear_step_fuses, without clipping. */
 static int step_fuses(const nn_model *m, int i, const nn_sgd *opt)
 {
     const nn_layer *l = &m->arch.l[i];
-    if (!opt || opt->clip_norm > 0 || l->op != NN_LINEAR || m->work->gathered[i] ||
+    if (opt->clip_norm > 0 || l->op != NN_LINEAR || m->work->gathered[i] ||
         !m->arch.layout.t[l->wt].trainable)
         return 0;
     int ni, no;
@@ -958,9 +962,10 @@ static int step_fuses(const nn_model *m, int i, const nn_sgd *opt)
     return nn_linear_step_fuses(m->work->B, ni * l->blk, no);
 }
 
-/* nn_model_backward; with opt, the layers step_fuses picks take their step here, from their
- * weight gradient before it is ever stored (their gradients stay untouched). */
-static void backward(nn_model *m, const nn_sgd *opt)
+/* nn_model_backward; with opt, the layers whose weight tensor is marked in fused (step_fuses)
+ * take their step here, from their weight gradient before it is ever stored (their gradients
+ * stay untouched). */
+static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
 {
     const nn_arch *a = &m->arch;
     nn_work *w = m->work;
@@ -1000,7 +1005,7 @@ static void backward(nn_model *m, const nn_sgd *opt)
             if (l->op == NN_CONV) {
                 nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
                                  B, ni, l->h, l->w, no, l->k, l->s, l->p);
-            } else if (step_fuses(m, i, opt)) {
+            } else if (fused && fused[l->wt]) {
                 size_t off = (size_t)(w->wp[i] - m->params);
                 nn_linear_backward(dxp, NULL, 0, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
                                    no);
@@ -1042,7 +1047,7 @@ static void backward(nn_model *m, const nn_sgd *opt)
 
 void nn_model_backward(nn_model *m)
 {
-    backward(m, NULL);
+    backward(m, NULL, NULL);
 }
 
 /* nn_model_sgd_step over the runs outside the tensors marked in skip (NULL: none). */
@@ -1091,7 +1096,7 @@ void nn_model_backward_step(nn_model *m, const nn_sgd *opt)
     for (int i = 0; i < m->arch.n; i++)
         if (step_fuses(m, i, opt)) fused[m->arch.l[i].wt] = 1;
     zero_runs(m, fused);
-    backward(m, opt);
+    backward(m, opt, fused);
     sgd_runs(m, opt, fused);
 }
 

@@ -719,6 +719,23 @@ static void x_g3t(float *const *o, const float *const *d, long n)
 #undef FO
 #undef FI
 
+/* Along the rows of tiles whose columns are already transformed: out[a][b] = Σ_s T[b][s]·in[a][s]
+ * for a < no, in's row a·ni + s at in + (a·ni + s)·istride and out's row a·no + b at
+ * out + (a·no + b)·ostride, rows of n. */
+static void along_rows_of(xform1 *f, int no, int ni, float *out, long ostride, const float *in,
+                          long istride, long n)
+{
+    const float *src[WT];
+    float *dst[WT];
+    for (int a = 0; a < no; a++) {
+        for (int s = 0; s < ni; s++)
+            src[s] = in + (a * ni + s) * istride;
+        for (int b = 0; b < no; b++)
+            dst[b] = out + (a * no + b) * ostride;
+        f(dst, src, n);
+    }
+}
+
 /* The 2-D transform T·X·Tᵀ of every tile at once with T (no × ni) applied by f: X is ni×ni rows
  * of n (row r·ni + s at in + (r·ni + s)·istride), the result no×no rows (row a·no + b at
  * out + (a·no + b)·ostride); tmp holds no·ni rows of n. */
@@ -734,13 +751,13 @@ static void tile_transform(xform1 *f, int no, int ni, float *out, long ostride, 
             dst[a] = tmp + (a * ni + s) * n;
         f(dst, src, n);
     }
-    for (int a = 0; a < no; a++) { /* along the rows: out[a][b] = Σ_s T[b][s]·tmp[a][s] */
-        for (int s = 0; s < ni; s++)
-            src[s] = tmp + (a * ni + s) * n;
-        for (int b = 0; b < no; b++)
-            dst[b] = out + (a * no + b) * ostride;
-        f(dst, src, n);
-    }
+    along_rows_of(f, no, ni, out, ostride, tmp, n, n);
+}
+
+/* The second pass of a 6×6 → 6×6 tile transform on its own. */
+static void along_rows(xform1 *f, float *out, long ostride, const float *in, long istride, long n)
+{
+    along_rows_of(f, WT, WT, out, ostride, in, istride, n);
 }
 
 /* Bᵀ·d·B of the chunk's tiles (samples [b0, b0+nb)) of one input channel, xc its B planes of
@@ -781,13 +798,7 @@ static void wino_in(float *out, long ostride, const float *xc, const grid *g, in
             x_bt(dst, src, g->P);
         }
     }
-    for (int a = 0; a < WT; a++) { /* along the rows: out[ξr][ξs] = Σ_s Bᵀ[ξs][s]·t1[ξr][s] */
-        for (int s = 0; s < WT; s++)
-            src[s] = t1 + (a * WT + s) * nt;
-        for (int b = 0; b < WT; b++)
-            dst[b] = out + (a * WT + b) * ostride;
-        x_bt(dst, src, nt);
-    }
+    along_rows(x_bt, out, ostride, t1, nt, nt); /* out[ξr][ξs] = Σ_s Bᵀ[ξs][s]·t1[ξr][s] */
 }
 
 /* The adjoint of wino_in: dxc (B planes of H×W) += B·dV·Bᵀ of the chunk's tiles put back where
@@ -802,13 +813,7 @@ static void wino_in_adjoint(float *dxc, const float *in, long istride, const gri
     float *t1 = work, *q = work + WT2 * nt, *rows = q + WT * m * qs;
     const float *src[WT];
     float *dst[WT];
-    for (int a = 0; a < WT; a++) { /* t1[ξr][s] = Σ_ξs B[s][ξs]·dV[ξr][ξs] */
-        for (int b = 0; b < WT; b++)
-            src[b] = in + (a * WT + b) * istride;
-        for (int s = 0; s < WT; s++)
-            dst[s] = t1 + (a * WT + s) * nt;
-        x_b(dst, src, nt);
-    }
+    along_rows(x_b, t1, nt, in, istride, nt); /* t1[ξr][s] = Σ_ξs B[s][ξs]·dV[ξr][ξs] */
     for (int bb = 0; bb < nb; bb++) {
         memset(q, 0, sizeof(float) * WT * m * qs);
         for (int s = 0; s < WT; s++) { /* patch row r of column s: Σ_ξr B[r][ξr]·t1[ξr][s] */
