@@ -1341,7 +1341,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
                       "async run stopped at aggregation %d: no client can take part any more",
                       e->round);
     progress(e, 1);
-    if (e->clients_f) {
+    if (!rc && e->clients_f) { /* its rows mark a finished run (engine.h) */
         for (int32_t c = 0; c < e->n; c++) {
             const sim_client *cl = &e->c[c];
             fprintf(e->clients_f, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,

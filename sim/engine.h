@@ -26,7 +26,8 @@
  * after an aggregation (every spec.checkpoint_every of them, or when spec.checkpoint_wall_s wall
  * seconds have passed) and, when *spec.stop becomes nonzero (a signal), after the event being
  * handled; then the run stops. A run that finishes removes its checkpoint: a finished folder
- * holds results only.
+ * holds results only, and clients.tsv gets its rows (one per client) only then, so a folder whose
+ * clients.tsv has rows holds a run that ended without error (what `fedsim sweep` keeps).
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H

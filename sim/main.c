@@ -60,7 +60,8 @@ static const char usage[] =
         "             replaced, and the job re-run (3 tries) [0 = no limit]; outputs unchanged.\n"
         "             DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall\n"
         "             minutes [10] (0 = off), and on SIGINT/SIGTERM, which stop the run\n"
-        "             (exit 130/143); a finished run removes it\n"
+        "             (exit 130/143); a finished run removes it. A DIR holding a checkpoint\n"
+        "             is refused: resume it, or remove the checkpoint to start over\n"
         "  resume RUN_DIR [-q] [--workers N] [--job-timeout S] [--plots ...]\n"
         "             [--checkpoint-every N] [--checkpoint-minutes T]\n"
         "             continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
@@ -69,10 +70,13 @@ static const char usage[] =
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
         "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...] [--workers N]\n"
-        "             [--job-timeout S]\n"
+        "             [--job-timeout S] [--checkpoint-every N] [--checkpoint-minutes T]\n"
         "             one run per point of the grid of --vary values, in DIR/key=value,...\n"
         "             [runs/sweep-SCENARIO]; then DIR/summary.tsv (final accuracy, simulated\n"
-        "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots\n"
+        "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots.\n"
+        "             Run again (after a stop, or with more values), a sweep keeps the points\n"
+        "             that finished and resumes the one that was stopped, each only if its\n"
+        "             folder's scenario.yaml is the text the point resolves to\n"
         "  plot RUN_DIR... [--out DIR] [--target ACC] [--acc KIND] [--plots FORMAT]\n"
         "             [--plot-window N] [--plot-logx]\n"
         "             redraw one run's plots [into its folder], or overlay several runs\n"
@@ -484,6 +488,15 @@ static int run_body(const run_opts *o, char *out, size_t out_size)
         return 2;
     }
     char path[1700];
+    snprintf(path, sizeof path, "%s/checkpoint.msgpack", out);
+    if (!o->resume && access(path, F_OK) == 0) { /* hours of work may be in it */
+        sim_scenario_destroy(&sc);
+        fprintf(stderr,
+                "fedsim: %s holds an unfinished run (checkpoint.msgpack); continue it with: "
+                "fedsim resume %s\n(to start over, remove %s or choose another --out)\n",
+                out, out, path);
+        return 2;
+    }
     snprintf(path, sizeof path, "%s/scenario.yaml", out);
     FILE *f = o->resume ? NULL : fopen(path, "w");
     if (!o->resume && (!f || sim_yaml_write(sc.doc, f, &err))) {
@@ -996,6 +1009,65 @@ static int split_values(char *s, char **v, int max)
 
 enum { MAX_VALUES = 64 };
 
+/* Whether the file at path holds exactly text[0..len). */
+static int file_is(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char *buf = sim_xmalloc(len + 1);
+    size_t n = fread(buf, 1, len + 1, f);
+    fclose(f);
+    int same = n == len && !memcmp(buf, text, len);
+    free(buf);
+    return same;
+}
+
+/* Whether the file at path has a second line (clients.tsv's rows follow its header). */
+static int has_rows(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    int lines = 0;
+    for (int c; f && lines < 2 && (c = getc(f)) != EOF;)
+        lines += c == '\n';
+    if (f) fclose(f);
+    return lines >= 2;
+}
+
+/* What a sweep run again (after a stop, or to add points) finds in a point's folder: this point's
+ * run -- its scenario.yaml is the text this point resolves to -- finished (clients.tsv has rows,
+ * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. */
+enum { POINT_NEW, POINT_FINISHED, POINT_UNFINISHED };
+
+static int point_state(const run_opts *po, int *state)
+{
+    *state = POINT_NEW;
+    sim_err err = {0};
+    sim_scenario sc;
+    if (load_scenario(&sc, po, &err)) return print_err(&err);
+    char *text = NULL, path[1700];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        sim_scenario_destroy(&sc);
+        return die("sweep: out of memory");
+    }
+    int rc = sim_yaml_write(sc.doc, f, &err);
+    fclose(f);
+    sim_scenario_destroy(&sc);
+    snprintf(path, sizeof path, "%s/scenario.yaml", po->out);
+    if (!rc && file_is(path, text, len)) {
+        snprintf(path, sizeof path, "%s/checkpoint.msgpack", po->out);
+        if (access(path, F_OK) == 0) {
+            *state = POINT_UNFINISHED;
+        } else {
+            snprintf(path, sizeof path, "%s/clients.tsv", po->out);
+            if (has_rows(path)) *state = POINT_FINISHED;
+        }
+    }
+    free(text);
+    return rc ? print_err(&err) : 0;
+}
+
 static int cmd_sweep(int argc, char **argv)
 {
     run_opts o;
@@ -1052,10 +1124,25 @@ static int cmd_sweep(int argc, char **argv)
             if (*c == '/' || (unsigned char)*c < 0x20) *c = '_';
         snprintf(run_dir[p], sizeof run_dir[p], "%s/%s", dir, name);
         po.out = run_dir[p];
-        if (!o.quiet) fprintf(stderr, "fedsim: sweep point %ld/%ld: %s\n", p + 1, points, label[p]);
-        char out[1600];
+        int state;
+        if ((rc = point_state(&po, &state))) break;
+        static const char *const how[] = {"", " (finished before: kept)", " (resuming)"};
+        if (!o.quiet)
+            fprintf(stderr, "fedsim: sweep point %ld/%ld: %s%s\n", p + 1, points, label[p],
+                    how[state]);
+        if (state == POINT_FINISHED) continue;
+        char scenario[1700], out[1600];
+        if (state == POINT_UNFINISHED) { /* as `fedsim resume`: the folder's text, no overrides */
+            snprintf(scenario, sizeof scenario, "%s/scenario.yaml", run_dir[p]);
+            po.scenario = scenario;
+            po.n_sets = 0;
+            po.have_seed = po.cost_only = 0;
+            po.resume = 1;
+        }
         rc = run_one(&po, out, sizeof out);
     }
+    if (rc == 128 + SIGINT || rc == 128 + SIGTERM)
+        fprintf(stderr, "fedsim: the same sweep command continues the sweep\n");
     /* summary.tsv: one row per point */
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.tsv", dir);

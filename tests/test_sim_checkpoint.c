@@ -9,7 +9,10 @@
  *     checkpoint, and resume completes to the same bytes;
  *   - a corrupted (one flipped byte), truncated or foreign (scenario.yaml changed) checkpoint is
  *     rejected with exit status 2 and a message naming the file, and no output is touched;
- *   - a finished run leaves no checkpoint;
+ *   - a finished run leaves no checkpoint; `run` into a folder holding one is refused;
+ *   - a sweep stopped in a point and run again resumes it and runs the rest, byte-identical to an
+ *     uninterrupted sweep; run again after that it keeps every finished point (outputs not
+ *     rewritten), unless the folder's scenario.yaml is another scenario's;
  *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own.
  */
 #include "tests/check.h"
@@ -57,6 +60,17 @@ static int run(const char *env, const char *name, const char *args)
     snprintf(cmd, sizeof cmd,
              "%s %s run scenarios/tiny.yaml -q --plots none --out %s/%s %s >/dev/null 2>%s/%s.err",
              env, bin, dir, name, args, dir, name);
+    return status_of(system(cmd));
+}
+
+/* Sweep tiny.yaml over two learning rates into dir/name; stderr in dir/name.TAG. */
+static int sweep(const char *env, const char *name, const char *tag)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s %s sweep scenarios/tiny.yaml --vary algorithm.lr=0.05,0.1 --plots none "
+             "--workers 0 --checkpoint-every 2 --out %s/%s >/dev/null 2>%s/%s.%s",
+             env, bin, dir, name, dir, name, tag);
     return status_of(system(cmd));
 }
 
@@ -210,6 +224,68 @@ int main(void)
     CHECK(sh("echo '# edited' >> @/foreign/scenario.yaml") == 0);
     check_rejected("foreign", "changed scenario", "another scenario");
     CHECK(resume("nothing-here", "") == 2);
+
+    /* (e) `run` into a folder holding an unfinished run is refused and touches nothing */
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "held", "--workers 0") == 130);
+    CHECK(sh("cp -r @/held @/held.before") == 0);
+    CHECK_MSG(run("", "held", "--workers 0 --set rounds=3") == 2,
+              "run over an unfinished run: exit 2");
+    msg = text_of("held", "err");
+    CHECK_MSG(msg && strstr(msg, "unfinished run") && strstr(msg, "fedsim resume "),
+              "run over an unfinished run: says how to continue it: %s", msg ? msg : "");
+    free(msg);
+    CHECK_MSG(test_same_outputs(dir, "held", "held.before", 1) &&
+                      sh("cmp -s @/held/scenario.yaml @/held.before/scenario.yaml && cmp -s "
+                         "@/held/checkpoint.msgpack @/held.before/checkpoint.msgpack") == 0,
+              "run over an unfinished run: outputs, scenario and checkpoint untouched");
+    CHECK_MSG(resume("held", "--workers 0") == 0, "the refused folder still resumes");
+
+    /* (f) a sweep stopped part-way and run again resumes the stopped point and runs the rest,
+     * ending as an uninterrupted sweep; run once more it keeps every point; a point whose folder
+     * holds another scenario's run is run again */
+    const char *pts[] = {"algorithm.lr=0.05", "algorithm.lr=0.1"};
+    CHECK(sweep("", "sw-full", "err") == 0);
+    CHECK_MSG(sweep("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "sw", "err1") == 130,
+              "sweep: stopped in its first point with status 130");
+    CHECK_MSG(exists("sw/algorithm.lr=0.05", "checkpoint.msgpack") &&
+                      !exists("sw/algorithm.lr=0.1", "metrics.tsv"),
+              "sweep: the first point holds a checkpoint, the second never started");
+    msg = text_of("sw", "err1");
+    CHECK_MSG(msg && strstr(msg, "the same sweep command continues"), "sweep: says how to go on");
+    free(msg);
+    CHECK_MSG(sweep("", "sw", "err2") == 0, "sweep run again: exit 0");
+    msg = text_of("sw", "err2");
+    CHECK_MSG(msg && strstr(msg, "1/2: algorithm.lr=0.05 (resuming)") &&
+                      strstr(msg, "2/2: algorithm.lr=0.1\n"),
+              "sweep run again: resumes point 1, runs point 2: %s", msg ? msg : "");
+    free(msg);
+    for (int i = 0; i < 2; i++) {
+        char a[96], b[96];
+        snprintf(a, sizeof a, "sw-full/%s", pts[i]);
+        snprintf(b, sizeof b, "sw/%s", pts[i]);
+        CHECK_MSG(test_same_outputs(dir, a, b, 1),
+                  "sweep stopped and run again: %s = uninterrupted", pts[i]);
+    }
+    CHECK_MSG(sh("cmp -s @/sw-full/summary.tsv @/sw/summary.tsv") == 0, "sweep: same summary.tsv");
+    CHECK(sh("touch -d 2000-01-01 @/sw/*/metrics.tsv @/sw/*/events.msgpack") == 0);
+    CHECK_MSG(sweep("", "sw", "err3") == 0, "sweep run a third time: exit 0");
+    msg = text_of("sw", "err3");
+    CHECK_MSG(msg && strstr(msg, "1/2: algorithm.lr=0.05 (finished before: kept)") &&
+                      strstr(msg, "2/2: algorithm.lr=0.1 (finished before: kept)"),
+              "sweep run a third time: keeps both points: %s", msg ? msg : "");
+    free(msg);
+    CHECK_MSG(sh("test -z \"$(find @/sw -newermt 2001-01-01 \\( -name metrics.tsv -o -name "
+                 "events.msgpack \\))\"") == 0,
+              "sweep: kept points' outputs not rewritten");
+    CHECK(sh("echo 'rounds: 3' >> @/sw/algorithm.lr=0.1/scenario.yaml") == 0);
+    CHECK(sweep("", "sw", "err4") == 0);
+    msg = text_of("sw", "err4");
+    CHECK_MSG(msg && strstr(msg, "1/2: algorithm.lr=0.05 (finished before: kept)") &&
+                      strstr(msg, "2/2: algorithm.lr=0.1\n"),
+              "sweep: a point whose folder holds another scenario runs again: %s", msg ? msg : "");
+    free(msg);
+    CHECK_MSG(test_same_outputs(dir, "sw-full/algorithm.lr=0.1", "sw/algorithm.lr=0.1", 1),
+              "sweep: the point run again = uninterrupted");
 
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
