@@ -1,0 +1,78 @@
+#!/bin/sh
+# scenarios/papers.sh -- the seed papers' full-length comparisons as resumable campaigns, run by
+# hand: each campaign is a few `fedsim sweep`s over the methods of a paper's table on its scenario,
+# checkpointed every 5 wall minutes. Stopped anywhere (Ctrl-C, SIGTERM, a session's end) and started
+# again with the same command, a campaign keeps the runs that finished, resumes the one that was
+# stopped and runs the rest, byte-identical to an uninterrupted campaign. It ends with one
+# `fedsim summary` table of all its runs (mean personalized accuracy, as the papers report).
+#   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
+#   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
+# Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
+#   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedPer, DM-PFL+, LG-FedAvg,
+#                 FedAvg-FT, Ditto, then the iter = 0 ablation; ~2 h a run
+#   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): Pa3dFL, FjORD, FedRolex, HeteroFL,
+#                 LocalOnly, then FedAvg and Ditto at the weakest width; ~4-8 h a run
+#   width-ideal   Table 1, Ideal (every client at width 1): the same methods, FedAvg and Ditto
+#                 on the full model
+#   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
+#                 Local; ~10 h a run
+set -e
+cd "$(dirname "$0")/.."
+FEDSIM=./build/release/fedsim
+campaign=${1:?usage: sh scenarios/papers.sh CAMPAIGN [WORKERS | --report]}
+workers=${2:-2}
+out=runs/papers/$campaign
+
+# sweep NAME SCENARIO ARGS...: one sweep of the campaign into $out/NAME
+sweep() {
+    name=$1
+    file=$2
+    shift 2
+    dirs="$dirs $out/$name/*/"
+    [ "$workers" = --report ] && return 0
+    $FEDSIM sweep "scenarios/$file" --out "$out/$name" --workers "$workers" \
+        --checkpoint-minutes 5 --plots none "$@"
+}
+
+[ "$workers" = --report ] || make --no-print-directory
+dirs=""
+case $campaign in
+dmpfl)
+    target=0.8
+    sweep methods dmpfl-fmnist.yaml \
+        --vary algorithm.name=dmpfl,fedper,dmpfl+,lg-fedavg,fedavg-ft,ditto
+    sweep ablation dmpfl-fmnist.yaml --vary algorithm.dmpfl.iterations=0
+    ;;
+width-hetero | width-ideal)
+    target=0.85
+    if [ "$campaign" = width-hetero ]; then
+        sweep methods width-fmnist.yaml --vary algorithm.name=pa3dfl,fjord,fedrolex,heterofl,local
+        sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
+            --vary algorithm.name=fedavg,ditto
+    else # every client holds the full model, the baselines too
+        sweep methods width-fmnist.yaml --set devices.capacity=1 \
+            --vary algorithm.name=pa3dfl,fjord,fedrolex,heterofl,local,fedavg,ditto
+    fi
+    ;;
+pfedgate)
+    target=0.8
+    sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,0.3,1
+    sweep baselines pfedgate-fmnist.yaml --vary algorithm.name=fedavg,fedavg-ft,local
+    ;;
+*)
+    echo "papers.sh: unknown campaign '$campaign' (dmpfl, width-hetero, width-ideal, pfedgate;" \
+        "SpaFL's is scenarios/spafl-fmnist.sh)" >&2
+    exit 2
+    ;;
+esac
+# the folders that hold a finished run (a checkpoint means unfinished)
+done_dirs=""
+for d in $dirs; do
+    [ -f "$d/metrics.tsv" ] && [ ! -f "$d/checkpoint.msgpack" ] && done_dirs="$done_dirs ${d%/}"
+done
+if [ -z "$done_dirs" ]; then
+    echo "papers.sh: no finished run in $out yet"
+    exit 0
+fi
+# shellcheck disable=SC2086
+$FEDSIM summary $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
