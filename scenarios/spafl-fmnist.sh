@@ -6,27 +6,30 @@
 # again with the same arguments, it keeps the finished runs and resumes the stopped one.
 #   sh scenarios/spafl-fmnist.sh [SEEDS...]    (default seed 1; runs in runs/spafl-fmnist/NAME/seed=S...)
 #   sh scenarios/spafl-fmnist.sh --report DIR...        (only the table, for finished run folders)
-# Columns: final and best mean personalized accuracy, density at the best round (unweighted mean of
-# per-layer keep ratios), total bytes up+down, total client FLOPs, and the simulated time at which
-# the mean personalized accuracy first reached 85%.
+# Columns: final mean personalized accuracy and density (unweighted mean of per-layer keep ratios),
+# best accuracy and the density at its round, total bytes up+down, total client FLOPs, and the
+# simulated time at which the mean personalized accuracy first reached 85%.
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=./build/release/fedsim
 
 report() {
-    printf '%-48s %8s %8s %8s %14s %12s %12s\n' run final best density bytes flops t85_s
+    printf '%-44s %7s %7s %7s %7s %12s %10s %10s\n' run final density best density bytes flops t85_s
     for d in "$@"; do
+        # the file on stdin: a sweep folder's name (seed=1,...) would read as an awk assignment
         awk -F'\t' -v run="$(basename "$(dirname "$d")")/$(basename "$d")" '
             /^#/ { next }
             $1 == "round" { for (i = 1; i <= NF; i++) c[$i] = i; next }
             {
                 acc = $(c["acc_pers_mean"]); if (acc == "nan") acc = $(c["acc_global"])
-                if (best == "" || acc > best) { best = acc; dens = $(c["density"]) }
+                if (best == "" || acc > best) { best = acc; bdens = $(c["density"]) }
                 if (t85 == "" && acc >= 0.85) t85 = $(c["sim_time_s"])
-                final = acc; bytes = $(c["bytes_up"]) + $(c["bytes_down"]); flops = $(c["client_flops"])
+                final = acc; dens = $(c["density"]); bytes = $(c["bytes_up"]) + $(c["bytes_down"])
+                flops = $(c["client_flops"])
             }
-            END { printf "%-48s %8.4f %8.4f %8.4f %14.0f %12.4g %12s\n", run, final, best, dens,
-                         bytes, flops, t85 == "" ? "not reached" : t85 }' "$d/metrics.tsv"
+            END { printf "%-44s %7.4f %7.4f %7.4f %7.4f %12.0f %10.4g %10s\n", run, final, dens,
+                         best, bdens, bytes, flops, t85 == "" ? "not reached" : sprintf("%.1f", t85) }' \
+            <"$d/metrics.tsv"
     done
 }
 
