@@ -10,9 +10,9 @@
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedPer, DM-PFL+, LG-FedAvg,
 #                 FedAvg-FT, Ditto, then the iter = 0 ablation; ~2 h a run
-#   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): Pa3dFL, FjORD, FedRolex, HeteroFL,
-#                 LocalOnly, then FedAvg and Ditto at the weakest width, then Table 3's
-#                 ablation (Pa3dFL without the hyper-network); ~4-8 h a run
+#   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg and Ditto at the weakest
+#                 width, then Pa3dFL, FjORD, FedRolex, HeteroFL, LocalOnly, then Table 3's
+#                 ablation (Pa3dFL without the hyper-network); ~8-15 h a run (1/16 wide: minutes)
 #   width-ideal   Table 1, Ideal (every client at width 1): the same methods, FedAvg and Ditto
 #                 on the full model
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
@@ -47,9 +47,10 @@ dmpfl)
 width-hetero | width-ideal)
     target=0.85
     if [ "$campaign" = width-hetero ]; then
-        sweep methods width-fmnist.yaml --vary algorithm.name=pa3dfl,fjord,fedrolex,heterofl,local
+        # the 1/16-wide baselines first: minutes, not hours
         sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
             --vary algorithm.name=fedavg,ditto
+        sweep methods width-fmnist.yaml --vary algorithm.name=pa3dfl,fjord,fedrolex,heterofl,local
         sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
     else # every client holds the full model, the baselines too
         sweep methods width-fmnist.yaml --set devices.capacity=1 \
