@@ -8,8 +8,9 @@
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
-#   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedPer, DM-PFL+, LG-FedAvg,
-#                 FedAvg-FT, Ditto, then the iter = 0 ablation; ~2 h a run
+#   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
+#                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
+#                 client: DM-PFL, DM-PFL+, FedPer, LG-FedAvg); ~4 h a run
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg and Ditto at the weakest
 #                 width, then Pa3dFL, FjORD, FedRolex, HeteroFL, LocalOnly, then Table 3's
 #                 ablation (Pa3dFL without the hyper-network); ~8-15 h a run (1/16 wide: minutes)
@@ -40,9 +41,18 @@ dirs=""
 case $campaign in
 dmpfl)
     target=0.8
-    sweep methods dmpfl-fmnist.yaml \
-        --vary algorithm.name=dmpfl,fedper,dmpfl+,lg-fedavg,fedavg-ft,ditto
+    # each method at its better learning-rate decay (dmpfl-fmnist.yaml says how it was chosen)
+    d99="--set algorithm.lr_decay=0.99"
+    sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl,fedavg-ft,dmpfl+,ditto
+    # shellcheck disable=SC2086
+    sweep decayed dmpfl-fmnist.yaml $d99 --vary algorithm.name=fedper,lg-fedavg
     sweep ablation dmpfl-fmnist.yaml --vary algorithm.dmpfl.iterations=0
+    path="partition={scheme: shards, clients: 100, shards: 2, local_test: 0.25,
+        local_test_from_train: true}"
+    sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl,dmpfl+
+    # shellcheck disable=SC2086
+    sweep pathological-decayed dmpfl-fmnist.yaml --set "$path" $d99 \
+        --vary algorithm.name=fedper,lg-fedavg
     ;;
 width-hetero | width-ideal)
     target=0.85
