@@ -7,6 +7,7 @@
 # `fedsim summary` table of all its runs (mean personalized accuracy, as the papers report).
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
+#   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
 #                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
@@ -20,7 +21,7 @@
 #                 Local; ~10 h a run
 set -e
 cd "$(dirname "$0")/.."
-FEDSIM=./build/release/fedsim
+FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds
 campaign=${1:?usage: sh scenarios/papers.sh CAMPAIGN [WORKERS | --report]}
 workers=${2:-2}
 out=runs/papers/$campaign
@@ -36,7 +37,7 @@ sweep() {
         --checkpoint-minutes 5 --plots none "$@"
 }
 
-[ "$workers" = --report ] || make --no-print-directory
+[ "$workers" = --report ] || [ "$FEDSIM" != ./build/release/fedsim ] || make --no-print-directory
 dirs=""
 case $campaign in
 dmpfl)
