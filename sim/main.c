@@ -87,8 +87,9 @@ static const char usage[] =
         "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7]), then per group of runs whose\n"
-        "             folders differ only in a trailing -SEED: mean ± std over the runs of final\n"
-        "             accuracy and, over those that reached ACC, rounds, time and bytes to it\n"
+        "             folders differ only in a trailing -SEED or, for sweep points, a seed=N\n"
+        "             item (--vary seed=1,2,3): mean ± std over the runs of final accuracy\n"
+        "             and, over those that reached ACC, rounds, time and bytes to it\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -811,23 +812,50 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* plot, sweep */
 
-/* The group a run folder belongs to: its base name without a trailing -SEED (digits). */
+/* Whether s[0..n) is "seed=" and digits: the seed item of a sweep point's name. */
+static int is_seed_item(const char *s, size_t n)
+{
+    if (n <= 5 || strncmp(s, "seed=", 5)) return 0;
+    for (size_t i = 5; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* The group a run folder belongs to: its base name without a trailing -SEED (digits); or, for a
+ * sweep point named key=value,... with a seed=N item (fedsim sweep --vary seed=1,2,3), its sweep
+ * folder and name with that item as seed=* (sweep/seed=*,algorithm.lr=0.1). */
 static void group_of(char *out, size_t n, const char *dir)
 {
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/')
         len--;
-    const char *b = dir;
+    const char *b = dir, *parent = NULL;
     for (size_t i = 0; i < len; i++)
-        if (dir[i] == '/') b = dir + i + 1;
+        if (dir[i] == '/') parent = b, b = dir + i + 1;
     size_t bl = (size_t)(dir + len - b), e = bl;
     while (e > 0 && b[e - 1] >= '0' && b[e - 1] <= '9')
         e--;
     if (e > 0 && e < bl && b[e - 1] == '-') bl = e - 1;
-    snprintf(out, n, "%.*s", (int)bl, b);
+    /* a sweep point's items, the seed one as seed=*, after its sweep folder: two sweeps' seed=*
+     * points are different groups */
+    int seeded = 0;
+    for (size_t i = 0, j; i < bl; i = j + 1) {
+        for (j = i; j < bl && b[j] != ',';)
+            j++;
+        seeded |= is_seed_item(b + i, j - i);
+    }
+    size_t o = 0;
+    out[0] = 0;
+    if (seeded && parent) o = (size_t)snprintf(out, n, "%.*s/", (int)(b - 1 - parent), parent);
+    for (size_t i = 0, j; i < bl && o < n; i = j + 1) {
+        for (j = i; j < bl && b[j] != ',';)
+            j++;
+        int seed = is_seed_item(b + i, j - i);
+        o += (size_t)snprintf(out + o, n - o, "%s%.*s", i ? "," : "", seed ? 6 : (int)(j - i),
+                              seed ? "seed=*" : b + i);
+    }
 }
 
-/* mean ± sample std (ddof 1) of v[0..n) into buf; "NA" for the std of one value, "x" for none. */
 static void mean_std(char *buf, size_t size, const double *v, int n, int decimals)
 {
     if (n == 0) {
@@ -902,7 +930,7 @@ static int cmd_summary(int argc, char **argv)
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0);
         }
-        /* groups: runs whose folders differ only in a trailing -SEED */
+        /* groups: runs whose folders differ only in their seed (group_of) */
         printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final", "rounds (reached)",
                "time_s", "bytes");
         double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),

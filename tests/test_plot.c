@@ -1,7 +1,8 @@
 /* tests/test_plot.c -- fedsim's plots end to end through the binary ($FEDSIM_BIN): a tiny run
  * draws valid, non-trivial PNG (and SVG) plots; plotting changes no result (metrics, clients and
  * events byte-identical with --plots none); `fedsim plot` overlays two runs; `fedsim sweep` makes
- * one ordinary run per value, a summary.tsv and overlay plots; a scenario name and a folder made
+ * one ordinary run per value, a summary.tsv and overlay plots; `fedsim summary` groups runs that
+ * differ only in their seed (-SEED, or a sweep's seed=N); a scenario name and a folder made
  * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
  * still succeeds and says how to get plots. */
 #include "tests/check.h"
@@ -169,6 +170,44 @@ static void test_sweep(void)
     CHECK_MSG(sh(cmd) == 2, "a sweep without --vary is an error");
 }
 
+/* The number after name in text (a summary row or group line), or NAN. */
+static double after(const char *text, const char *name, int field)
+{
+    const char *at = text ? strstr(text, name) : NULL;
+    double v[2] = {NAN, NAN};
+    if (at) sscanf(at + strlen(name), "%lf %lf", &v[0], &v[1]);
+    return v[field];
+}
+
+/* summary groups runs that differ only in their seed: a trailing -SEED, or a sweep point's seed=N
+ * item, under its sweep folder's name (another sweep's seed=* points are another group). */
+static void test_summary_groups(void)
+{
+    char cmd[2048], p[256];
+    snprintf(cmd, sizeof cmd,
+             "%s sweep scenarios/tiny.yaml --vary seed=1,2 --vary rounds=2,3 -q --plots none "
+             "--workers 0 --out %s/sg >/dev/null && cp -r %s/sg/seed=1,rounds=2 %s/run-1 && "
+             "cp -r %s/sg/seed=2,rounds=2 %s/run-2 && "
+             "%s summary %s/sg/*/ %s/run-1 %s/run-2 > %s/sg.txt",
+             bin, dir, dir, dir, dir, dir, bin, dir, dir, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(p, sizeof p, "%s/sg.txt", dir);
+    size_t len;
+    char *t = test_slurp(p, &len);
+    double f1 = after(t, "seed=1,rounds=2/", 0), f2 = after(t, "seed=2,rounds=2/", 0);
+    const char *groups[] = {"\nsg/seed=*,rounds=2 ", "\nsg/seed=*,rounds=3 ", "\nrun "};
+    const char *gt = t ? strstr(t, "\ngroup") : NULL; /* the group lines (rows have "run" too) */
+    for (int g = 0; g < 3; g++) {
+        double runs = after(gt, groups[g], 0), mean = after(gt, groups[g], 1);
+        CHECK_MSG(runs == 2, "summary: group '%s' has 2 runs (%g)", groups[g] + 1, runs);
+        if (g != 1)
+            CHECK_MSG(fabs(mean - (f1 + f2) / 2) < 1e-4 && f1 != f2,
+                      "summary: group '%s' mean %g of %g and %g", groups[g] + 1, mean, f1, f2);
+    }
+    CHECK_MSG(gt && !strstr(gt, "seed=1,"), "summary: no group per seed");
+    free(t);
+}
+
 /* A scenario name and a run folder built to break out of gnuplot strings run nothing. */
 static void test_injection(void)
 {
@@ -228,6 +267,7 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     test_run_plots();
     test_sweep();
+    test_summary_groups();
     test_injection();
     test_no_gnuplot();
     char cmd[128];
