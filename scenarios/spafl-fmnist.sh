@@ -8,7 +8,8 @@
 #   sh scenarios/spafl-fmnist.sh --report DIR...        (only the table, for finished run folders)
 # Columns: final mean personalized accuracy and density (unweighted mean of per-layer keep ratios),
 # best accuracy and the density at its round, total bytes up+down, total client FLOPs, and the
-# simulated time at which the mean personalized accuracy first reached 85%.
+# simulated time at which the mean personalized accuracy first reached 85%; then per variant the
+# mean ± std over the seeds (fedsim summary).
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=./build/release/fedsim
@@ -54,3 +55,6 @@ sweep spafl-noeq13 --set algorithm.spafl.eq13=false
 sweep fedavg --set algorithm.name=fedavg
 # shellcheck disable=SC2046
 report $(ls -d "$out"/*/seed=*/)
+# and mean ± std over the seeds of each variant
+# shellcheck disable=SC2046
+$FEDSIM summary $(ls -d "$out"/*/seed=*/) --target 0.85 --acc personalized | sed -n '/^group/,$p'
