@@ -21,13 +21,13 @@
 #include <msgpack.h>
 #include <stdio.h>
 
-/* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
- * code (algos/spafl.c). */
 /* SpaFL's Δτ for Eq. 13 (`spafl.delta`): the change since the client's last round
  * (accumulated), the server's last change, sent along with τ (latest: the code; the down message
  * doubles), or the accumulated change divided by the rounds it spans (mean: τ alone travels). */
 enum { FL_DELTA_ACCUMULATED, FL_DELTA_LATEST, FL_DELTA_MEAN };
 
+/* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
+ * code (algos/spafl.c). */
 typedef struct fl_spafl_config {
     double alpha; /* α of the regulariser α·Σexp(−τ) */
     int warmup;   /* use α·σ(10r − 5) in round r, as the code does (1) or α throughout (0) */

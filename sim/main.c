@@ -473,25 +473,26 @@ static void catch_stop_signals(void)
 
 /* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
  * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
- * while the run goes on; they only read the files the run writes. */
-static int run_body(const run_opts *o, char *out, size_t out_size)
+ * while the run goes on; they only read the files the run writes. loaded: the scenario already
+ * loaded from o (taken over), or NULL to load it here. */
+static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
 {
     sim_err err = {0};
-    sim_scenario sc;
-    if (load_scenario(&sc, o, &err)) return print_err(&err);
+    sim_scenario own, *sc = loaded ? loaded : &own; /* its spec points into it: never copied */
+    if (!loaded && load_scenario(&own, o, &err)) return print_err(&err);
     if (o->out)
         snprintf(out, out_size, "%s", o->out);
     else
-        snprintf(out, out_size, "runs/%s-%llu", sc.name, (unsigned long long)sc.spec.seed);
+        snprintf(out, out_size, "runs/%s-%llu", sc->name, (unsigned long long)sc->spec.seed);
     if (mkdirs(out)) {
-        sim_scenario_destroy(&sc);
+        sim_scenario_destroy(sc);
         fprintf(stderr, "fedsim: %s: cannot create the run folder: %s\n", out, strerror(errno));
         return 2;
     }
     char path[1700];
     snprintf(path, sizeof path, "%s/checkpoint.msgpack", out);
     if (!o->resume && access(path, F_OK) == 0) { /* hours of work may be in it */
-        sim_scenario_destroy(&sc);
+        sim_scenario_destroy(sc);
         fprintf(stderr,
                 "fedsim: %s holds an unfinished run (checkpoint.msgpack); continue it with: "
                 "fedsim resume %s\n(to start over, remove %s or choose another --out)\n",
@@ -500,69 +501,69 @@ static int run_body(const run_opts *o, char *out, size_t out_size)
     }
     snprintf(path, sizeof path, "%s/scenario.yaml", out);
     FILE *f = o->resume ? NULL : fopen(path, "w");
-    if (!o->resume && (!f || sim_yaml_write(sc.doc, f, &err))) {
+    if (!o->resume && (!f || sim_yaml_write(sc->doc, f, &err))) {
         if (f) fclose(f);
-        sim_scenario_destroy(&sc);
+        sim_scenario_destroy(sc);
         if (!f) sim_fail(&err, SIM_EIO, path, 0, 0, "cannot write");
         return print_err(&err);
     }
     if (f) fclose(f);
     /* a checkpoint is tied to the exact resolved text, which is what resume reloads */
-    if (sim_checkpoint_hash_file(path, &sc.spec.scenario_hash, &err)) {
-        sim_scenario_destroy(&sc);
+    if (sim_checkpoint_hash_file(path, &sc->spec.scenario_hash, &err)) {
+        sim_scenario_destroy(sc);
         return print_err(&err);
     }
-    sc.spec.out_dir = out;
-    sc.spec.quiet = o->quiet;
-    sc.spec.workers = o->workers;
-    sc.spec.job_timeout_s = o->job_timeout;
-    sc.spec.resume = o->resume;
-    sc.spec.checkpoint_every = o->checkpoint_every;
-    sc.spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
-    sc.spec.stop = &stop_signal;
+    sc->spec.out_dir = out;
+    sc->spec.quiet = o->quiet;
+    sc->spec.workers = o->workers;
+    sc->spec.job_timeout_s = o->job_timeout;
+    sc->spec.resume = o->resume;
+    sc->spec.checkpoint_every = o->checkpoint_every;
+    sc->spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
+    sc->spec.stop = &stop_signal;
     /* test hook: stop as if interrupted right after the checkpoint of this aggregation */
     const char *hook = getenv("FEDSIM_TEST_STOP_AFTER_CHECKPOINT");
-    sc.spec.stop_after_round = hook ? atoi(hook) : 0;
+    sc->spec.stop_after_round = hook ? atoi(hook) : 0;
     catch_stop_signals();
-    if (o->ranks && o->ranks->open(o->ranks, &sc, &err)) {
-        sim_scenario_destroy(&sc);
+    if (o->ranks && o->ranks->open(o->ranks, sc, &err)) {
+        sim_scenario_destroy(sc);
         return print_err(&err);
     }
     FILE *trace = NULL;
     if (o->trace && !(trace = fopen(o->trace, "w"))) {
-        sim_scenario_destroy(&sc);
+        sim_scenario_destroy(sc);
         fprintf(stderr, "fedsim: %s: cannot create: %s\n", o->trace, strerror(errno));
         return 2;
     }
-    sc.spec.trace = trace;
+    sc->spec.trace = trace;
     openblas_set_num_threads(1);
     plot_proc *gp = NULL;
     plot_live live;
     if (o->plots.format != PLOT_NONE) {
         if (!(gp = plot_open())) gnuplot_missing();
         plot_live_init(&live, gp, &o->plots, out);
-        sc.spec.on_tick = plot_live_tick;
-        sc.spec.tick_arg = &live;
+        sc->spec.on_tick = plot_live_tick;
+        sc->spec.tick_arg = &live;
     }
     sim_engine *e;
-    if (sim_engine_new(&e, &sc.spec, &err)) {
+    if (sim_engine_new(&e, &sc->spec, &err)) {
         plot_close(gp);
         if (trace) fclose(trace);
-        sim_scenario_destroy(&sc);
+        sim_scenario_destroy(sc);
         return print_err(&err);
     }
     if (!o->quiet)
         fprintf(stderr, "fedsim: %s%s: %d clients, %s, %s, %d %s; outputs in %s/\n",
-                o->resume ? "resuming " : "", sc.name, sc.spec.n_clients, sc.model,
-                sc.spec.algo->name, sc.spec.fed.rounds,
-                sc.spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
+                o->resume ? "resuming " : "", sc->name, sc->spec.n_clients, sc->model,
+                sc->spec.algo->name, sc->spec.fed.rounds,
+                sc->spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
     int rc = sim_engine_run(e, &err);
-    int sc_mode_sync = sc.spec.fed.mode == SIM_SYNC;
+    int sc_mode_sync = sc->spec.fed.mode == SIM_SYNC;
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
     if (trace) fclose(trace);
-    sim_scenario_destroy(&sc);
+    sim_scenario_destroy(sc);
     /* the only wait on gnuplot: until it has written the final plots */
     if (gp && plot_close(gp))
         fprintf(stderr, "fedsim: gnuplot reported errors (above); the run's results are intact\n");
@@ -615,9 +616,9 @@ static int run_body(const run_opts *o, char *out, size_t out_size)
 }
 
 /* run_body, then the rank hooks' close with its status. */
-static int run_one(const run_opts *o, char *out, size_t out_size)
+static int run_one(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
 {
-    int rc = run_body(o, out, out_size);
+    int rc = run_body(o, loaded, out, out_size);
     if (o->ranks) o->ranks->close(o->ranks, rc);
     return rc;
 }
@@ -629,7 +630,7 @@ static int cmd_run(int argc, char **argv, rank_hooks *ranks)
     if (rc) return rc;
     o.ranks = ranks;
     char out[1600];
-    return run_one(&o, out, sizeof out);
+    return run_one(&o, NULL, out, sizeof out);
 }
 
 /* fedsim resume RUN_DIR: the run continues from RUN_DIR/checkpoint.msgpack with RUN_DIR's
@@ -658,7 +659,7 @@ static int cmd_resume(int argc, char **argv, rank_hooks *ranks)
     if (rc) return rc;
     o.ranks = ranks;
     char out[1600];
-    return run_one(&o, out, sizeof out);
+    return run_one(&o, NULL, out, sizeof out);
 }
 
 static int cmd_check(int argc, char **argv)
@@ -1061,34 +1062,28 @@ static int has_rows(const char *path)
     return lines >= 2;
 }
 
-/* What a sweep run again (after a stop, or to add points) finds in a point's folder: this point's
- * run -- its scenario.yaml is the text this point resolves to -- finished (clients.tsv has rows,
+/* What a sweep run again (after a stop, or to add points) finds in a point's folder dir: this
+ * point's run -- its scenario.yaml is the text sc resolved to -- finished (clients.tsv has rows,
  * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. */
 enum { POINT_NEW, POINT_FINISHED, POINT_UNFINISHED };
 
-static int point_state(const run_opts *po, int *state)
+static int point_state(const sim_scenario *sc, const char *dir, int *state)
 {
     *state = POINT_NEW;
     sim_err err = {0};
-    sim_scenario sc;
-    if (load_scenario(&sc, po, &err)) return print_err(&err);
     char *text = NULL, path[1700];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        sim_scenario_destroy(&sc);
-        return die("sweep: out of memory");
-    }
-    int rc = sim_yaml_write(sc.doc, f, &err);
+    if (!f) return die("sweep: out of memory");
+    int rc = sim_yaml_write(sc->doc, f, &err);
     fclose(f);
-    sim_scenario_destroy(&sc);
-    snprintf(path, sizeof path, "%s/scenario.yaml", po->out);
+    snprintf(path, sizeof path, "%s/scenario.yaml", dir);
     if (!rc && file_is(path, text, len)) {
-        snprintf(path, sizeof path, "%s/checkpoint.msgpack", po->out);
+        snprintf(path, sizeof path, "%s/checkpoint.msgpack", dir);
         if (access(path, F_OK) == 0) {
             *state = POINT_UNFINISHED;
         } else {
-            snprintf(path, sizeof path, "%s/clients.tsv", po->out);
+            snprintf(path, sizeof path, "%s/clients.tsv", dir);
             if (has_rows(path)) *state = POINT_FINISHED;
         }
     }
@@ -1152,22 +1147,30 @@ static int cmd_sweep(int argc, char **argv)
             if (*c == '/' || (unsigned char)*c < 0x20) *c = '_';
         snprintf(run_dir[p], sizeof run_dir[p], "%s/%s", dir, name);
         po.out = run_dir[p];
+        /* loaded once: for the point's state, then for its run */
+        sim_scenario sc;
+        sim_err err = {0};
         int state;
-        if ((rc = point_state(&po, &state))) break;
+        if (load_scenario(&sc, &po, &err)) {
+            rc = print_err(&err);
+            break;
+        }
+        if ((rc = point_state(&sc, run_dir[p], &state))) {
+            sim_scenario_destroy(&sc);
+            break;
+        }
         static const char *const how[] = {"", " (finished before: kept)", " (resuming)"};
         if (!o.quiet)
             fprintf(stderr, "fedsim: sweep point %ld/%ld: %s%s\n", p + 1, points, label[p],
                     how[state]);
-        if (state == POINT_FINISHED) continue;
-        char scenario[1700], out[1600];
-        if (state == POINT_UNFINISHED) { /* as `fedsim resume`: the folder's text, no overrides */
-            snprintf(scenario, sizeof scenario, "%s/scenario.yaml", run_dir[p]);
-            po.scenario = scenario;
-            po.n_sets = 0;
-            po.have_seed = po.cost_only = 0;
-            po.resume = 1;
+        if (state == POINT_FINISHED) {
+            sim_scenario_destroy(&sc);
+            continue;
         }
-        rc = run_one(&po, out, sizeof out);
+        /* resumed from its checkpoint, whose scenario.yaml is exactly this text */
+        po.resume = state == POINT_UNFINISHED;
+        char out[1600];
+        rc = run_one(&po, &sc, out, sizeof out);
     }
     if (rc == 128 + SIGINT || rc == 128 + SIGTERM)
         fprintf(stderr, "fedsim: the same sweep command continues the sweep\n");
