@@ -103,11 +103,46 @@ typedef struct keyed {
     uint32_t i;
 } keyed;
 
-static int by_key_desc(const void *a, const void *b)
+/* The order of fl_dm_topk: larger |key| first, ties to the lower index (a strict total order,
+ * so the k first are one set whatever the algorithm that finds them). */
+static int before(keyed x, keyed y)
 {
-    const keyed *x = a, *y = b;
-    if (x->v != y->v) return x->v < y->v ? 1 : -1;
-    return (x->i > y->i) - (x->i < y->i);
+    return x.v > y.v || (x.v == y.v && x.i < y.i);
+}
+
+static void swap_keyed(keyed *a, keyed *b)
+{
+    keyed t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearrange v so that v[0..k) are its k first elements (in no particular order): quickselect with
+ * a median-of-three pivot, O(m) on average where sorting took O(m log m) and ~8% of a cnn2
+ * DM-PFL run (its 1.6M-weight layer's masks are re-chosen after every job and every round). */
+static void select_first(keyed *v, size_t m, size_t k)
+{
+    size_t lo = 0, hi = m;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (before(v[mid], v[lo])) swap_keyed(&v[mid], &v[lo]);
+        if (before(v[last], v[mid])) swap_keyed(&v[last], &v[mid]);
+        if (before(v[mid], v[lo])) swap_keyed(&v[mid], &v[lo]);
+        swap_keyed(&v[mid], &v[last]); /* the median of the three is the pivot, kept at the end */
+        keyed pivot = v[last];
+        size_t store = lo;
+        for (size_t j = lo; j < last; j++)
+            if (before(v[j], pivot)) {
+                swap_keyed(&v[store], &v[j]);
+                store++;
+            }
+        swap_keyed(&v[store], &v[last]);
+        if (store == k || store + 1 == k) return;
+        if (k < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
 }
 
 void fl_dm_topk(uint8_t *out, const float *key, const uint8_t *cand, size_t n, size_t k)
@@ -117,7 +152,7 @@ void fl_dm_topk(uint8_t *out, const float *key, const uint8_t *cand, size_t n, s
     for (size_t i = 0; i < n; i++)
         if (!cand || cand[i]) v[m++] = (keyed){fabsf(key[i]), (uint32_t)i};
     if (k > m) k = m;
-    if (k < m) qsort(v, m, sizeof *v, by_key_desc);
+    if (k < m) select_first(v, m, k);
     for (size_t j = 0; j < k; j++)
         out[v[j].i] = 1;
     free(v);

@@ -90,8 +90,9 @@ struct sim_engine {
     FILE *metrics, *clients_f, *events_f, *timeline_f;
     msgpack_packer events_pk;
     double wall_start, wall_last;
-    double ckpt_wall; /* wall time of the last checkpoint (or of the start) */
-    int ckpt_round;   /* rounds/aggregations done at the last checkpoint written, -1 = none */
+    int rounds_at_start; /* rounds done when this process started (a resumed run's ETA) */
+    double ckpt_wall;    /* wall time of the last checkpoint (or of the start) */
+    int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
     int resumed; /* restored from a checkpoint: the run continues instead of starting */
     int stopped; /* stopped on request after writing a checkpoint */
@@ -559,7 +560,8 @@ static void progress(sim_engine *e, int final)
     if (!final && w - e->wall_last < (tty ? 1.0 : 10.0)) return;
     e->wall_last = w;
     int total = e->spec.fed.rounds;
-    double el = w - e->wall_start, eta = e->round > 0 ? el * (total - e->round) / e->round : 0;
+    int done = e->round - e->rounds_at_start;
+    double el = w - e->wall_start, eta = done > 0 ? el * (total - e->round) / done : 0;
     char t[32], up[32], down[32];
     sim_format_time(t, sizeof t, e->now);
     sim_format_bytes(up, sizeof up, e->tot.bytes_up);
@@ -1313,6 +1315,7 @@ static FILE *open_out(const char *dir, const char *name, sim_err *err);
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
     e->wall_start = e->wall_last = e->ckpt_wall = wall_s();
+    e->rounds_at_start = e->round;
     /* a resumed run goes on from its events, or starts the round its checkpoint was written
      * before (start_round then writes none: that one is this round's) */
     int pending = e->start_pending;

@@ -1243,8 +1243,10 @@ static int cmd_sweep(int argc, char **argv)
 /* The command line of one process; ranks: MPI worker ranks for run and resume, or NULL. */
 static int cli(int argc, char **argv, rank_hooks *ranks)
 {
-    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
-        !strcmp(argv[1], "-h")) {
+    int help = argc >= 2 && !strcmp(argv[1], "help");
+    for (int i = 1; i < argc; i++) /* `fedsim sweep --help` asks for the same text */
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+    if (argc < 2 || help) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }

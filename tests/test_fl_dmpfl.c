@@ -4,12 +4,14 @@
  * covers a position, and its 30 % vote; message sizes equal to their encoded lengths, and phase
  * 2b's single download; then a short federated run on a Fashion-MNIST subset that learns (global,
  * personal and DM-PFL+ accuracies far above chance) and leaves shared weights alone in phase 2b.
+ * The top-k selection against a brute-force count, ties included.
  */
 #include "algos/dmpfl.h"
 #include "nn/pack.h"
 #include "nn/train.h"
 #include "tests/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,9 +157,41 @@ static void keep_priv(msgpack_sbuffer *priv, const fl_result *res)
     msgpack_sbuffer_write(priv, res->priv.data, res->priv.size);
 }
 
+/* fl_dm_topk picks the k largest |key| among the candidates, ties to the lower index: against
+ * counting, for each position, the candidates that come before it, on keys with many ties and
+ * both signs, for every k from 0 to past the candidates' count. */
+static void test_topk(void)
+{
+    enum { N = 300 };
+    float key[N];
+    uint8_t cand[N], out[N];
+    sim_rng r;
+    sim_rng_seed(&r, 11, SIM_RNG_TEST, 2);
+    size_t m = 0;
+    for (int i = 0; i < N; i++) {
+        key[i] = (float)((int)(sim_rng_uniform(&r) * 21) - 10) / 4; /* 21 values: ties */
+        cand[i] = sim_rng_uniform(&r) < 0.7;
+        m += cand[i];
+    }
+    int ok = 1;
+    for (size_t k = 0; k <= m + 2; k++) {
+        memset(out, 0, N);
+        fl_dm_topk(out, key, cand, N, k);
+        for (int i = 0; i < N; i++) {
+            size_t ahead = 0; /* candidates that precede i in the order */
+            for (int j = 0; j < N; j++)
+                ahead += cand[j] && (fabsf(key[j]) > fabsf(key[i]) ||
+                                     (fabsf(key[j]) == fabsf(key[i]) && j < i));
+            ok &= out[i] == (cand[i] && ahead < k);
+        }
+    }
+    CHECK_MSG(ok, "top-k among %zu candidates, ties to the lower index, for every k", m);
+}
+
 int main(void)
 {
     test_compose_readjust();
+    test_topk();
     test_schedule();
 
     sim_err err = {0};

@@ -22,18 +22,24 @@ static nn_dataset train, test;
 static nn_partition part;
 static nn_arch arch;
 
-static void job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
-                fl_worker *w)
+static void job_at(const fl_algo *a, const fl_env *env, void *server, int client, int round,
+                   fl_result *res, fl_worker *w)
 {
     msgpack_sbuffer down;
     msgpack_sbuffer_init(&down);
-    size_t n = a->job_down(server, client, 0, &down);
-    CHECK(n == down.size && n == a->job_down(server, client, 0, NULL));
-    fl_job j = {client, 0, down.data, down.size, NULL, 0, (uint64_t)client << 32};
+    size_t n = a->job_down(server, client, round, &down);
+    CHECK(n == down.size && n == a->job_down(server, client, round, NULL));
+    fl_job j = {client, round, down.data, down.size, NULL, 0, (uint64_t)client << 32};
     sim_err err = {0};
     fl_result_init(res);
     CHECK_MSG(a->client_train(env, &j, w, res, &err) == SIM_OK, "%s: %s", a->name, err.msg);
     msgpack_sbuffer_destroy(&down);
+}
+
+static void job(const fl_algo *a, const fl_env *env, void *server, int client, fl_result *res,
+                fl_worker *w)
+{
+    job_at(a, env, server, client, 0, res, w);
 }
 
 /* The live map of a model narrowed to width p. */
@@ -91,25 +97,32 @@ int main(void)
     nn_model_init(&g1, &arch, 1);
     nn_model_init(&lm, &arch, 1);
 
-    /* width 1: exactly FedAvg */
-    void *sh = fl_heterofl.server_new(&env, &err), *sa = fl_fedavg.server_new(&env, &err);
-    for (int c = 0; c < 2; c++) {
-        fl_result rh, ra;
-        job(&fl_heterofl, &env, sh, c, &rh, &w);
-        job(&fl_fedavg, &env, sa, c, &ra, &w);
-        CHECK(rh.cost.flops == ra.cost.flops);
-        CHECK(fl_heterofl.server_absorb(sh, c, rh.up.data, rh.up.size, 10 + c, 10 + c, &err) ==
-              SIM_OK);
-        CHECK(fl_fedavg.server_absorb(sa, c, ra.up.data, ra.up.size, 10 + c, 10 + c, &err) ==
-              SIM_OK);
-        fl_result_destroy(&rh), fl_result_destroy(&ra);
+    /* width 1: exactly FedAvg, for HeteroFL and for FedRolex whatever its window's offset (so
+     * the Ideal column of Pa3dFL's Table 1 needs one FedAvg run for both) */
+    const fl_algo *at1[] = {&fl_heterofl, &fl_fedrolex};
+    for (int k = 0; k < 2; k++) {
+        void *sh = at1[k]->server_new(&env, &err), *sa = fl_fedavg.server_new(&env, &err);
+        int round = 3 * k; /* FedRolex's window starts 3 channels in */
+        for (int c = 0; c < 2; c++) {
+            fl_result rh, ra;
+            job_at(at1[k], &env, sh, c, round, &rh, &w);
+            job_at(&fl_fedavg, &env, sa, c, round, &ra, &w);
+            CHECK(rh.cost.flops == ra.cost.flops);
+            CHECK(at1[k]->server_absorb(sh, c, rh.up.data, rh.up.size, 10 + c, 10 + c, &err) ==
+                  SIM_OK);
+            CHECK(fl_fedavg.server_absorb(sa, c, ra.up.data, ra.up.size, 10 + c, 10 + c, &err) ==
+                  SIM_OK);
+            fl_result_destroy(&rh), fl_result_destroy(&ra);
+        }
+        at1[k]->server_aggregate(sh);
+        fl_fedavg.server_aggregate(sa);
+        CHECK(at1[k]->eval_params(sh, -1, NULL, 0, &g0) == 1.0);
+        fl_fedavg.eval_params(sa, -1, NULL, 0, &g1);
+        CHECK_MSG(!memcmp(g0.params, g1.params, nf * sizeof(float)), "%s at width 1 = FedAvg",
+                  at1[k]->name);
+        at1[k]->server_free(sh), fl_fedavg.server_free(sa);
     }
-    fl_heterofl.server_aggregate(sh);
-    fl_fedavg.server_aggregate(sa);
-    CHECK(fl_heterofl.eval_params(sh, -1, NULL, 0, &g0) == 1.0);
-    fl_fedavg.eval_params(sa, -1, NULL, 0, &g1);
-    CHECK(!memcmp(g0.params, g1.params, nf * sizeof(float)));
-    fl_heterofl.server_free(sh), fl_fedavg.server_free(sa);
+    void *sh;
 
     /* the Scaler: a width-0.5 job trains with hidden outputs ×2, so its change differs from the
      * unscaled job's, and the worker's model is left unscaled for what comes next; the client's

@@ -1,8 +1,9 @@
 /* tests/test_sim_cli.c -- the fedsim binary end to end: the tiny scenario's event trace matches
  * the golden file byte for byte (tests/golden/tiny.trace; regenerate deliberately with
  * FEDSIM_GOLDEN_UPDATE=1 and review the diff), the same scenario and seed give byte-identical
- * output files, another seed gives others, and bad scenarios fail with exit status 2 and a
- * message naming file:line:col and the key. The binary is $FEDSIM_BIN (make test sets it). */
+ * output files, another seed gives others, bad scenarios fail with exit status 2 and a message
+ * naming file:line:col and the key, and `--help` after a command prints the usage. The binary
+ * is $FEDSIM_BIN (make test sets it). */
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -174,6 +175,14 @@ int main(void)
     txt = test_slurp(opts, &len);
     CHECK_MSG(txt && strstr(txt, "capacity r_i: 0.125 … 1, mean 0.562; models trained 0.25 … 1"),
               "fedsim check: %s", txt ? strstr(txt, "# capacity") : "(nothing)");
+    free(txt);
+    /* --help after a command prints the usage on stdout and runs nothing */
+    snprintf(opts, sizeof opts, "%s/help.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --help > %s", bin, opts);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(opts, &len);
+    CHECK_MSG(txt && strstr(txt, "usage: fedsim COMMAND") && strstr(txt, "  sweep SCENARIO"),
+              "fedsim sweep --help prints the usage");
     free(txt);
     test_bad();
     test_shift();
