@@ -11,14 +11,15 @@
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
 #                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
-#                 client: DM-PFL, DM-PFL+, FedPer, LG-FedAvg); ~4 h a run
+#                 client: DM-PFL, DM-PFL+, FedPer, LG-FedAvg); ~2.5 h a run; the report adds
+#                 each run's bytes and FLOPs against FedAvg's (a cost-only run)
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg and Ditto at the weakest
 #                 width, then Pa3dFL, FjORD, FedRolex, HeteroFL, LocalOnly, then Table 3's
 #                 ablation (Pa3dFL without the hyper-network); ~8-15 h a run (1/16 wide: minutes)
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
 #                 also HeteroFL's and FedRolex's row there
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
-#                 Local; ~10 h a run
+#                 Local; ~3 h a run
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds
@@ -44,6 +45,10 @@ dmpfl)
     target=0.8
     # each method at its better learning-rate decay (dmpfl-fmnist.yaml says how it was chosen)
     d99="--set algorithm.lr_decay=0.99"
+    # the cost table's reference, FedAvg, priced cost-only (seconds): its jobs' FLOPs and its
+    # messages do not depend on what it learns
+    [ "$workers" = --report ] || $FEDSIM sweep scenarios/dmpfl-fmnist.yaml --out "$out/costs" \
+        --cost-only -q --plots none --vary algorithm.name=fedavg
     sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl,fedavg-ft,dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep decayed dmpfl-fmnist.yaml $d99 --vary algorithm.name=fedper,lg-fedavg
@@ -91,3 +96,17 @@ if [ -z "$done_dirs" ]; then
 fi
 # shellcheck disable=SC2086
 $FEDSIM summary $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
+ref="$out/costs/algorithm.name=fedavg/metrics.tsv"
+if [ "$campaign" = dmpfl ] && [ -f "$ref" ]; then
+    # bytes (up + down) and client FLOPs over the whole run against FedAvg's (DM-PFL's claim)
+    echo
+    for d in $done_dirs; do
+        printf '%s\t' "${d#"$out"/}"
+        tail -n 1 "$d/metrics.tsv"
+    done | awk -F '\t' -v ref="$(tail -n 1 "$ref")" '
+        BEGIN { split(ref, r, "\t"); rb = r[3] + r[4]; rf = r[5]
+                printf "%-44s %12s %8s %12s %8s\n", "run", "bytes", "/FedAvg", "FLOPs", "/FedAvg"
+                printf "%-44s %12.4g %8s %12.4g %8s\n", "fedavg (cost-only)", rb, "1", rf, "1" }
+        { b = $4 + $5; printf "%-44s %12.4g %7.1f%% %12.4g %7.1f%%\n", $1, b, 100 * b / rb, $6,
+              100 * $6 / rf }' | tee -a "$out/summary.txt"
+fi
