@@ -19,7 +19,7 @@
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
 #                 also HeteroFL's and FedRolex's row there
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
-#                 Local; ~3 h a run
+#                 Local, then pFedGate and FedAvg on the phone/laptop mix; ~3 h a run
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds
@@ -78,6 +78,8 @@ pfedgate)
     target=0.8
     sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,0.3,1
     sweep baselines pfedgate-fmnist.yaml --vary algorithm.name=fedavg,fedavg-ft,local
+    # the device mix: budgets from the devices, against FedAvg on the same clients
+    sweep mix pfedgate-fmnist-mix.yaml --vary algorithm.name=pfedgate,fedavg
     ;;
 *)
     echo "papers.sh: unknown campaign '$campaign' (dmpfl, width-hetero, width-ideal, pfedgate;" \
