@@ -29,16 +29,24 @@ static double work_per_period(const dev_trace *t, double compute)
     return compute * (w / 1e9);
 }
 
-sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, sim_time start)
+double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
+                      double flops_masked_nnz)
 {
-    assert(p->compute_flops > 0 && "profile without compute");
-    assert(flops >= 0 && flops_masked >= 0 && flops_masked_nnz >= 0 && start >= 0);
+    assert(flops >= 0 && flops_masked >= 0 && flops_masked_nnz >= 0);
     /* sums of per-layer counts may differ in the last bits: tolerate that, catch real mix-ups */
     assert(flops_masked_nnz <= flops_masked * (1 + 1e-9) &&
            "more unmasked FLOPs than masked-layer FLOPs");
     double skipped = flops_masked > flops_masked_nnz ? flops_masked - flops_masked_nnz : 0;
     double work = flops - p->sparse_eff * skipped;
+    return work > 0 ? work : 0;
+}
+
+sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
+                        double flops_masked_nnz, sim_time start)
+{
+    assert(p->compute_flops > 0 && "profile without compute");
+    assert(start >= 0);
+    double work = dev_work_flops(p, flops, flops_masked, flops_masked_nnz);
     if (work <= 0) return 0;
     const dev_trace *tr = p->speed;
     if (!tr) return add_seconds(0, work / p->compute_flops);

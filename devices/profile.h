@@ -79,11 +79,15 @@ typedef struct dev_profile {
                                        holds the nominal value: the median, or the midpoint */
 } dev_profile;
 
-/* Time to execute a job starting at `start` (>= 0). flops is what the job executed counting
- * masked weights as dense; flops_masked is the dense count of the unstructured-masked layers and
- * flops_masked_nnz the part of it on unmasked weights (0 <= nnz <= masked <= flops). With a speed
- * trace the work is integrated over the trace from start; DEV_TIME_NEVER when it never finishes
- * (speed 0 for ever) or would take longer than int64 ns can count. */
+/* The FLOPs the device executes for a job: flops is what the job computed counting masked
+ * weights as dense; flops_masked is the dense count of the unstructured-masked layers and
+ * flops_masked_nnz the part of it on unmasked weights (0 <= nnz <= masked <= flops); the device's
+ * sparse runtime skips sparse_eff of the masked-out part. */
+double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
+                      double flops_masked_nnz);
+/* Time to execute a job of those counts starting at `start` (>= 0). With a speed trace the work
+ * is integrated over the trace from start; DEV_TIME_NEVER when it never finishes (speed 0 for
+ * ever) or would take longer than int64 ns can count. */
 sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
                         double flops_masked_nnz, sim_time start);
 /* latency + 8 x bytes / bps, rounded to the nearest ns (bytes >= 0, bps > 0). */

@@ -42,7 +42,7 @@ typedef struct sim_client {
     void *pending_priv; /* the job's new private state until its training ends (owned) */
     size_t pending_priv_len;
     double weight;                                   /* training samples (FedAvg weight) */
-    double job_flops;                                /* FLOPs the current job executed */
+    double job_flops;                                /* FLOPs the job's device executes */
     sim_time job_start, job_down_end, job_train_end; /* the current job's phases (timeline) */
     /* statistics for clients.tsv */
     int jobs, completed, lost, late;
@@ -240,7 +240,9 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     cl->busy_until = end;
     cl->busy_ns += end - e->now;
     if (t_down <= end) schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
-    cl->job_flops = r->cost.flops;
+    /* what the device executed: the masked-out FLOPs its sparse runtime skips are not counted */
+    cl->job_flops =
+            dev_work_flops(dev, r->cost.flops, r->cost.flops_masked, r->cost.flops_masked_nnz);
     cl->job_start = e->now;
     cl->job_down_end = t_down;
     cl->job_train_end = t_train;

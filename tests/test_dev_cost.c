@@ -37,7 +37,8 @@ static void test_compute(void)
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 2000000000); /* sparse_eff 0 */
     p.sparse_eff = 0.5;                                                /* 1.3e10 -> 1.625 s */
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 1625000000);
-    p.sparse_eff = 1.0; /* proportional: 1e10 -> 1.25 s */
+    CHECK(dev_work_flops(&p, 1.6e10, 8e9, 2e9) == 1.3e10); /* the FLOPs counted for the client */
+    p.sparse_eff = 1.0;                                    /* proportional: 1e10 -> 1.25 s */
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0), 1250000000);
     CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 8e9, 0), 2000000000); /* nothing masked out */
     p.sparse_eff = 0;

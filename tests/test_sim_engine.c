@@ -284,7 +284,7 @@ static void test_capacity(void)
 }
 
 /* pFedGate: a lower density budget makes the rounds shorter (sparse training on devices that turn
- * sparsity into speed, smaller uploads) and sends fewer bytes. */
+ * sparsity into speed, smaller uploads) and sends fewer bytes; its FLOPs count as the devices'. */
 static void test_pfedgate_budget(void)
 {
     const char *common[] = {"devices.profiles.slow.sparse_eff=1",
@@ -302,6 +302,24 @@ static void test_pfedgate_budget(void)
               r[1].t.bytes_up, (long long)r[0].t.now, r[0].t.bytes_up);
     for (int i = 0; i < 2; i++)
         free(r[i].trace);
+
+    /* the client FLOPs are what the devices execute: the masked-out share their sparse runtime
+     * skips is not counted, so at s = 0.3 they fall as sparse_eff rises, linearly (the training
+     * is the same whatever the devices) */
+    const char *effs[][2] = {
+            {"devices.profiles.slow.sparse_eff=0", "devices.profiles.fast.sparse_eff=0"},
+            {"devices.profiles.slow.sparse_eff=0.5", "devices.profiles.fast.sparse_eff=0.5"},
+            {"devices.profiles.slow.sparse_eff=1", "devices.profiles.fast.sparse_eff=1"}};
+    double f[3];
+    for (int i = 0; i < 3; i++) {
+        common[0] = effs[i][0], common[1] = effs[i][1];
+        run_text(&r[0], base_yaml(), common, 5);
+        CHECK_MSG(r[0].rc == 0, "%s", r[0].err);
+        f[i] = r[0].t.flops;
+        free(r[0].trace);
+    }
+    CHECK_MSG(f[2] < 0.9 * f[0] && fabs(f[1] - (f[0] + f[2]) / 2) <= 1e-9 * f[0],
+              "client FLOPs at sparse_eff 0 / 0.5 / 1: %g / %g / %g", f[0], f[1], f[2]);
 }
 
 /* Async FedBuff: 4 in flight, aggregate every 2 arrivals; slow clients' updates are stale. */
