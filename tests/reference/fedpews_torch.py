@@ -126,4 +126,5 @@ if __name__ == "__main__":
         sys.exit("usage: fedpews_torch.py fedavg|pews SEED [N=4] [lam=0] [W=25] [T=200] ...")
     kw = dict(a.split("=", 1) for a in sys.argv[3:])
     ints = {"N", "W", "T", "B"}
-    run(sys.argv[1], int(sys.argv[2]), **{k: int(v) if k in ints else float(v) for k, v in kw.items()})
+    kw = {k: int(v) if k in ints else float(v) for k, v in kw.items()}
+    run(sys.argv[1], int(sys.argv[2]), **kw)
