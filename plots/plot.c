@@ -99,7 +99,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     char line[4096], *f[32];
     int cap = 0, header = 0, nf = 0, ln = 0;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
-        c_round = -1;
+        c_round = -1, c_flops = -1;
     while (fgets(line, sizeof line, fp)) {
         ln++;
         if (line[0] == '#') {
@@ -121,6 +121,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             c_p10 = col_index(f, nf, "acc_pers_p10");
             c_drop = col_index(f, nf, "dropped");
             c_round = col_index(f, nf, "round");
+            c_flops = col_index(f, nf, "client_flops");
             if (c_t < 0 || c_up < 0 || c_down < 0) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0,
@@ -133,9 +134,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         if (k < nf) continue; /* a row still being written */
         if (m->n == cap) {
             cap = cap ? 2 * cap : 64;
-            double **cols[] = {&m->time_s,  &m->bytes,   &m->acc,  &m->acc_pers,
-                               &m->acc_p10, &m->dropped, &m->round};
-            for (int i = 0; i < 7; i++)
+            double **cols[] = {&m->time_s,  &m->bytes,   &m->acc,   &m->acc_pers,
+                               &m->acc_p10, &m->dropped, &m->round, &m->flops};
+            for (int i = 0; i < 8; i++)
                 *cols[i] = sim_xrealloc(*cols[i], sizeof(double) * (size_t)cap);
         }
         int i = m->n++;
@@ -146,6 +147,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         m->acc_pers[i] = field(f, k, c_pers);
         m->acc_p10[i] = field(f, k, c_p10);
         m->dropped[i] = field(f, k, c_drop);
+        m->flops[i] = field(f, k, c_flops);
         m->has_global |= !isnan(m->acc[i]);
         m->has_pers |= !isnan(m->acc_pers[i]);
         m->has_p10 |= !isnan(m->acc_p10[i]);
@@ -165,6 +167,7 @@ void plot_metrics_destroy(plot_metrics *m)
     free(m->acc_p10);
     free(m->dropped);
     free(m->round);
+    free(m->flops);
     memset(m, 0, sizeof *m);
 }
 

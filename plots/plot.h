@@ -39,6 +39,7 @@ typedef struct plot_metrics {
     char name[256]; /* from the "# fedsim run NAME ..." line, else the folder's name */
     int n;          /* evaluation rows */
     double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped, *round; /* n each (owned) */
+    double *flops; /* n (owned): cumulative client FLOPs, NaN in files written before the column */
     int has_global, has_pers, has_p10; /* the column has at least one number (not NaN) */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;

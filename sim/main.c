@@ -86,7 +86,8 @@ static const char usage[] =
         "             personalized (the mean over clients); a run with one uses that one\n"
         "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
-        "             bytes at which it first reached ACC [0.7]), then per group of runs whose\n"
+        "             bytes at which it first reached ACC [0.7], the run's bytes and client\n"
+        "             FLOPs), then per group of runs whose\n"
         "             folders differ only in a trailing -SEED or, for sweep points, a seed=N\n"
         "             item (--vary seed=1,2,3): mean ± std over the runs of final accuracy\n"
         "             and, over those that reached ACC, rounds, time and bytes to it\n"
@@ -914,8 +915,8 @@ static int cmd_summary(int argc, char **argv)
                "accuracy: %s\n",
                target,
                pers ? "personalized mean where a run has it" : "global model where a run has it");
-        printf("%-32s %8s %8s %8s %14s %14s %14s\n", "run", "final", "best", "rounds", "time_s",
-               "bytes", "bytes_total");
+        printf("%-32s %8s %8s %8s %14s %14s %14s %12s\n", "run", "final", "best", "rounds",
+               "time_s", "bytes", "bytes_total", "flops_total");
         for (int r = 0; r < n; r++) {
             double best = NAN, rd, ts, bs;
             for (int i = 0; i < m[r].n; i++)
@@ -927,9 +928,9 @@ static int cmd_summary(int argc, char **argv)
                 snprintf(c2, sizeof c2, "%.3f", ts);
                 snprintf(c3, sizeof c3, "%.0f", bs);
             }
-            printf("%-32s %8.4f %8.4f %8s %14s %14s %14.0f\n", dirs[r],
+            printf("%-32s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", dirs[r],
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
-                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0);
+                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0);
         }
         /* groups: runs whose folders differ only in their seed (group_of) */
         printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final", "rounds (reached)",

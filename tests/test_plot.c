@@ -170,13 +170,20 @@ static void test_sweep(void)
     CHECK_MSG(sh(cmd) == 2, "a sweep without --vary is an error");
 }
 
-/* The number after name in text (a summary row or group line), or NAN. */
-static double after(const char *text, const char *name, int field)
+/* The k-th (0-based) blank-separated token after name in text (a summary row or group line), as
+ * a number, or NAN. */
+static double token_after(const char *text, const char *name, int k)
 {
     const char *at = text ? strstr(text, name) : NULL;
-    double v[2] = {NAN, NAN};
-    if (at) sscanf(at + strlen(name), "%lf %lf", &v[0], &v[1]);
-    return v[field];
+    if (!at) return NAN;
+    at += strlen(name);
+    for (int i = 0; i < k; i++) {
+        at += strspn(at, " \t");
+        at += strcspn(at, " \t\n");
+    }
+    char *end;
+    double v = strtod(at, &end);
+    return end == at ? NAN : v;
 }
 
 /* summary groups runs that differ only in their seed: a trailing -SEED, or a sweep point's seed=N
@@ -194,17 +201,28 @@ static void test_summary_groups(void)
     snprintf(p, sizeof p, "%s/sg.txt", dir);
     size_t len;
     char *t = test_slurp(p, &len);
-    double f1 = after(t, "seed=1,rounds=2/", 0), f2 = after(t, "seed=2,rounds=2/", 0);
+    double f1 = token_after(t, "seed=1,rounds=2/", 0), f2 = token_after(t, "seed=2,rounds=2/", 0);
     const char *groups[] = {"\nsg/seed=*,rounds=2 ", "\nsg/seed=*,rounds=3 ", "\nrun "};
     const char *gt = t ? strstr(t, "\ngroup") : NULL; /* the group lines (rows have "run" too) */
     for (int g = 0; g < 3; g++) {
-        double runs = after(gt, groups[g], 0), mean = after(gt, groups[g], 1);
+        double runs = token_after(gt, groups[g], 0), mean = token_after(gt, groups[g], 1);
         CHECK_MSG(runs == 2, "summary: group '%s' has 2 runs (%g)", groups[g] + 1, runs);
         if (g != 1)
             CHECK_MSG(fabs(mean - (f1 + f2) / 2) < 1e-4 && f1 != f2,
                       "summary: group '%s' mean %g of %g and %g", groups[g] + 1, mean, f1, f2);
     }
     CHECK_MSG(gt && !strstr(gt, "seed=1,"), "summary: no group per seed");
+    /* a run's flops_total is its last client_flops (final best rounds time bytes bytes_total
+     * flops_total) */
+    snprintf(p, sizeof p, "%s/sg/seed=1,rounds=2/metrics.tsv", dir);
+    char *mt = test_slurp(p, &len);
+    double want = NAN;
+    for (char *line = mt ? strtok(mt, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        if (line[0] != '#') sscanf(line, "%*s %*s %*s %*s %lf", &want); /* the last row's */
+    double got = token_after(t, "seed=1,rounds=2/", 6);
+    CHECK_MSG(want > 0 && fabs(got - want) <= 1e-3 * want, "summary flops_total %g, metrics %g",
+              got, want);
+    free(mt);
     free(t);
 }
 
