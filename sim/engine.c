@@ -1409,6 +1409,19 @@ static int reopen_outputs(sim_engine *e, const uint64_t out_len[4], sim_err *err
     return SIM_OK;
 }
 
+double sim_client_width(const sim_run_spec *spec, int32_t c)
+{
+    return spec->algo->client_width ? spec->algo->client_width(&spec->env, c) : 1;
+}
+
+double sim_width_memory(const sim_run_spec *spec, double w, nn_model *m)
+{
+    if (w < 1) nn_model_set_width(m, w, 0);
+    double bytes = (double)nn_model_memory_bytes(m, spec->env.cfg->batch_size);
+    nn_model_reset_narrowing(m);
+    return bytes;
+}
+
 int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
 {
     *out = NULL;
@@ -1428,21 +1441,16 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     sim_queue_init(&e->q);
     fl_worker_init(&e->worker);
     nn_model_init(&e->eval_model, spec->env.arch, 256);
-    /* a client is excluded when its device cannot hold the model it trains (its width's) */
-    double width = 1,
-           memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
+    /* a client is excluded when its device cannot hold the model it trains (its width's; the
+     * memory is measured again only when the width changes) */
+    double width = 1, memory = sim_width_memory(spec, 1, &e->eval_model);
     for (int32_t c = 0; c < e->n; c++) {
         sim_client *cl = &e->c[c];
         sim_rng r;
         sim_rng_seed(&r, spec->seed, SIM_RNG_AVAIL, (uint64_t)c);
         dev_avail_init(&cl->avail, &spec->devices[c].avail, &r);
-        double wc = spec->algo->client_width ? spec->algo->client_width(&spec->env, c) : 1;
-        if (wc != width) {
-            width = wc;
-            nn_model_set_width(&e->eval_model, width, 0);
-            memory = (double)nn_model_memory_bytes(&e->eval_model, spec->env.cfg->batch_size);
-            nn_model_reset_narrowing(&e->eval_model);
-        }
+        double wc = sim_client_width(spec, c);
+        if (wc != width) memory = sim_width_memory(spec, width = wc, &e->eval_model);
         cl->excluded = !dev_fits(&spec->devices[c], memory);
         e->tot.excluded += cl->excluded;
         cl->acc = NAN;

@@ -106,6 +106,12 @@ typedef struct sim_engine sim_engine;
 /* Weight of an async update computed from a model tau versions old (federation.staleness). */
 double sim_staleness_weight(const sim_fed_config *f, int tau);
 
+/* The width of the model client c trains (fl_algo.client_width; 1 for the others) and the bytes
+ * training a model of width w needs, measured on m, a model of the run's architecture whose
+ * narrowing is reset on return. A client whose device cannot hold its model is excluded. */
+double sim_client_width(const sim_run_spec *spec, int32_t c);
+double sim_width_memory(const sim_run_spec *spec, double w, nn_model *m);
+
 /* Build the population and the algorithm's server; opens the output files. With spec->resume the
  * checkpoint is read, verified and restored first, and only then are the outputs truncated to its
  * lengths: a checkpoint that is missing, truncated, corrupted, of another version or scenario is

@@ -718,9 +718,19 @@ static int cmd_check(int argc, char **argv)
         for (int k = 0; k < c && !seen; k++)
             seen = !strcmp(sc.devices[k].name, d->name);
         if (seen) continue;
-        int count = 0;
-        for (int k = 0; k < n; k++)
-            count += !strcmp(sc.devices[k].name, d->name);
+        /* how many of its clients hold the model they train (their width's), as the run counts */
+        int count = 0, fit = 0;
+        double width = 1, need = mem;
+        for (int k = 0; k < n; k++) {
+            if (strcmp(sc.devices[k].name, d->name)) continue;
+            double w = sim_client_width(&sc.spec, k);
+            if (w != width) need = sim_width_memory(&sc.spec, width = w, &m);
+            count++;
+            fit += dev_fits(&sc.devices[k], need);
+        }
+        char fits[32];
+        snprintf(fits, sizeof fits, "%s", fit == count ? "yes" : !fit ? "NO" : "");
+        if (fit && fit < count) snprintf(fits, sizeof fits, "%d/%d", fit, count);
         sim_time td = dev_transfer_ns(d->latency_ns, msg, d->down_bps);
         sim_time tt = dev_compute_ns(d, flops, 0, 0, 0);
         sim_time tu = sc.spec.algo->has_global ? dev_transfer_ns(d->latency_ns, msg, d->up_bps) : 0;
@@ -729,8 +739,7 @@ static int cmd_check(int argc, char **argv)
         sim_format_time(b, sizeof b, tt);
         sim_format_time(cc, sizeof cc, tu);
         sim_format_time(j, sizeof j, td + tt + tu);
-        printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j,
-               dev_fits(d, mem) ? "yes" : "NO");
+        printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j, fits);
     }
     nn_model_destroy(&m);
     sim_scenario_destroy(&sc);

@@ -176,6 +176,18 @@ int main(void)
     CHECK_MSG(txt && strstr(txt, "capacity r_i: 0.125 … 1, mean 0.562; models trained 0.25 … 1"),
               "fedsim check: %s", txt ? strstr(txt, "# capacity") : "(nothing)");
     free(txt);
+    /* and which clients' devices hold the model each trains: with 110 kB, three of the four fast
+     * clients' (the run then excludes the fourth, test_sim_engine) */
+    snprintf(cmd, sizeof cmd,
+             "%s check scenarios/tiny.yaml --set algorithm.name=heterofl --set "
+             "algorithm.width.by=capacity --set devices.capacity=uniform --set "
+             "'devices.profiles.slow.memory=110 kB' --set 'devices.profiles.fast.memory=110 kB' "
+             "| grep '^# fast ' > %s",
+             bin, opts);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(opts, &len);
+    CHECK_MSG(txt && strstr(txt, " 3/4\n"), "fedsim check, fits: %s", txt ? txt : "(nothing)");
+    free(txt);
     /* --help after a command prints the usage on stdout and runs nothing */
     snprintf(opts, sizeof opts, "%s/help.txt", dir);
     snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --help > %s", bin, opts);
