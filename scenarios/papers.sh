@@ -78,7 +78,8 @@ pfedgate)
     target=0.8
     sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,0.3,1
     sweep baselines pfedgate-fmnist.yaml --vary algorithm.name=fedavg,fedavg-ft,local
-    # the device mix: budgets from the devices, against FedAvg on the same clients
+    # the device mix: budgets from the devices, against FedAvg on the devices that hold the
+    # dense model (the weak phones cannot)
     sweep mix pfedgate-fmnist-mix.yaml --vary algorithm.name=pfedgate,fedavg
     ;;
 *)
