@@ -68,6 +68,8 @@ static const char usage[] =
         "             scenario.yaml; the outputs end byte-identical to an uninterrupted run's\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
+        "             (the average client's, as the algorithm prices its first round: the\n"
+        "             width, budget or masks trained and the messages sent) and memory fit\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
         "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...] [--workers N]\n"
         "             [--job-timeout S] [--checkpoint-every N] [--checkpoint-minutes T]\n"
@@ -710,6 +712,23 @@ static int cmd_check(int argc, char **argv)
         printf("# capacity r_i: %.3g … %.3g, mean %.3g; models trained %.3g … %.3g wide, mean "
                "%.3g (a sparse one counts as √density wide)\n",
                rlo, rhi, rsum / n, wlo, whi, wsum / n);
+    /* Each device's row prices the average client's job as the algorithm prices its first
+     * client on that device in round 1 (a cost-only job: the width, budget or masks it trains and
+     * the messages it exchanges), the training scaled to the average client's samples. */
+    fl_env env = sc.spec.env;
+    env.cost_only = 1;
+    sim_err aerr = {0};
+    void *server = sc.spec.algo->server_new(&env, &aerr), *dense = NULL;
+    if (server) dense = fl_fedavg.server_new(&env, &aerr);
+    if (!dense) {
+        if (server) sc.spec.algo->server_free(server);
+        nn_model_destroy(&m);
+        sim_scenario_destroy(&sc);
+        return print_err(&aerr);
+    }
+    fl_worker wk;
+    fl_worker_init(&wk);
+    printf("# per device, the average client's job as the algorithm prices round 1's:\n");
     printf("# %-20s %8s %12s %12s %12s %12s %6s\n", "device", "clients", "download", "train",
            "upload", "job", "fits");
     for (int c = 0; c < n; c++) {
@@ -718,6 +737,25 @@ static int cmd_check(int argc, char **argv)
         for (int k = 0; k < c && !seen; k++)
             seen = !strcmp(sc.devices[k].name, d->name);
         if (seen) continue;
+        /* the client's job, and FedAvg's on the same samples: the ratio is what the algorithm
+         * saves (or adds) in training */
+        fl_job job = {
+                c, 0, NULL, sc.spec.algo->job_down(server, c, 0, NULL), NULL, 0, (uint64_t)c << 32};
+        fl_job ref = {c, 0, NULL, fl_fedavg.job_down(dense, c, 0, NULL), NULL, 0, job.stream};
+        fl_result res, rd;
+        fl_result_init(&res);
+        fl_result_init(&rd);
+        if (sc.spec.algo->client_train(&env, &job, &wk, &res, &aerr) ||
+            fl_fedavg.client_train(&env, &ref, &wk, &rd, &aerr))
+            rc = print_err(&aerr);
+        double work = dev_work_flops(d, res.cost.flops, res.cost.flops_masked,
+                                     res.cost.flops_masked_nnz),
+               ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1;
+        double down_b = job.down_len ? (double)job.down_len + sc.spec.fed.overhead_bytes : 0,
+               up_b = res.up_bytes ? (double)res.up_bytes + sc.spec.fed.overhead_bytes : 0;
+        fl_result_destroy(&res);
+        fl_result_destroy(&rd);
+        if (rc) break;
         /* how many of its clients hold the model they train (their width's), as the run counts */
         int count = 0, fit = 0;
         double width = 1, need = mem;
@@ -731,9 +769,9 @@ static int cmd_check(int argc, char **argv)
         char fits[32];
         snprintf(fits, sizeof fits, "%s", fit == count ? "yes" : !fit ? "NO" : "");
         if (fit && fit < count) snprintf(fits, sizeof fits, "%d/%d", fit, count);
-        sim_time td = dev_transfer_ns(d->latency_ns, msg, d->down_bps);
-        sim_time tt = dev_compute_ns(d, flops, 0, 0, 0);
-        sim_time tu = sc.spec.algo->has_global ? dev_transfer_ns(d->latency_ns, msg, d->up_bps) : 0;
+        sim_time td = down_b > 0 ? dev_transfer_ns(d->latency_ns, down_b, d->down_bps) : 0;
+        sim_time tt = dev_compute_ns(d, flops * ratio, 0, 0, 0);
+        sim_time tu = up_b > 0 ? dev_transfer_ns(d->latency_ns, up_b, d->up_bps) : 0;
         char a[32], b[32], cc[32], j[32];
         sim_format_time(a, sizeof a, td);
         sim_format_time(b, sizeof b, tt);
@@ -741,9 +779,12 @@ static int cmd_check(int argc, char **argv)
         sim_format_time(j, sizeof j, td + tt + tu);
         printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j, fits);
     }
+    fl_worker_destroy(&wk);
+    sc.spec.algo->server_free(server);
+    fl_fedavg.server_free(dense);
     nn_model_destroy(&m);
     sim_scenario_destroy(&sc);
-    return 0;
+    return rc;
 }
 
 static int cmd_devices(int argc, char **argv)

@@ -4,6 +4,7 @@
  * output files, another seed gives others, bad scenarios fail with exit status 2 and a message
  * naming file:line:col and the key, and `--help` after a command prints the usage. The binary
  * is $FEDSIM_BIN (make test sets it). */
+#include "sim/units.h"
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -123,6 +124,26 @@ static void test_shift(void)
     free(txt);
 }
 
+/* The train and upload times of `fedsim check`'s row for the fast device of tiny.yaml with sets. */
+static int check_fast_row(const char *sets, sim_time *train, sim_time *up)
+{
+    char out[160], cmd[1024];
+    snprintf(out, sizeof out, "%s/row.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s check scenarios/tiny.yaml %s | grep '^# fast ' > %s", bin, sets,
+             out);
+    size_t len;
+    char *txt = system(cmd) ? NULL : test_slurp(out, &len);
+    double tv, uv;
+    char tu[16], uu[16], ts[40], us[40];
+    int ok = txt && sscanf(txt, "# %*s %*d %*f %*s %lf %15s %lf %15s", &tv, tu, &uv, uu) == 4;
+    free(txt);
+    if (!ok) return 0;
+    snprintf(ts, sizeof ts, "%g %s", tv, tu);
+    snprintf(us, sizeof us, "%g %s", uv, uu);
+    sim_err err = {0};
+    return !sim_parse_time(ts, train, &err) && !sim_parse_time(us, up, &err);
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -196,6 +217,16 @@ int main(void)
     CHECK_MSG(txt && strstr(txt, "usage: fedsim COMMAND") && strstr(txt, "  sweep SCENARIO"),
               "fedsim sweep --help prints the usage");
     free(txt);
+    /* check prices each device's job as the algorithm does: pFedGate at s = 0.3, on devices that
+     * turn sparsity into speed, trains faster and uploads less than FedAvg */
+    sim_time t_avg, u_avg, t_gate, u_gate;
+    const char *eff = "--set devices.profiles.fast.sparse_eff=1";
+    snprintf(opts, sizeof opts, "%s --set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.3",
+             eff);
+    CHECK(check_fast_row(eff, &t_avg, &u_avg) && check_fast_row(opts, &t_gate, &u_gate));
+    CHECK_MSG(t_gate < t_avg && u_gate < u_avg,
+              "check: pFedGate %lld / %lld ns, FedAvg %lld / %lld", (long long)t_gate,
+              (long long)u_gate, (long long)t_avg, (long long)u_avg);
     test_bad();
     test_shift();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
