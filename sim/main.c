@@ -766,9 +766,8 @@ static int cmd_check(int argc, char **argv)
             count++;
             fit += dev_fits(&sc.devices[k], need);
         }
-        char fits[32];
-        snprintf(fits, sizeof fits, "%s", fit == count ? "yes" : !fit ? "NO" : "");
-        if (fit && fit < count) snprintf(fits, sizeof fits, "%d/%d", fit, count);
+        char fits[32] = "yes";
+        if (fit < count) snprintf(fits, sizeof fits, fit ? "%d/%d" : "NO", fit, count);
         sim_time td = down_b > 0 ? dev_transfer_ns(d->latency_ns, down_b, d->down_bps) : 0;
         sim_time tt = dev_compute_ns(d, flops * ratio, 0, 0, 0);
         sim_time tu = up_b > 0 ? dev_transfer_ns(d->latency_ns, up_b, d->up_bps) : 0;
