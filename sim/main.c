@@ -872,32 +872,27 @@ static int is_seed_item(const char *s, size_t n)
     return 1;
 }
 
-/* The group a run folder belongs to: its base name without a trailing -SEED (digits); or, for a
- * sweep point named key=value,... with a seed=N item (fedsim sweep --vary seed=1,2,3), its sweep
- * folder and name with that item as seed=* (sweep/seed=*,algorithm.lr=0.1). */
+/* The group a run folder belongs to: the runs whose paths differ only in their seed, named by
+ * the path with the seed as *: a trailing -SEED (digits) as -* (runs/fedavg-*), or a sweep
+ * point's seed=N item (fedsim sweep --vary seed=1,2,3) as seed=* (sweep/seed=*,algorithm.lr=0.1).
+ * A folder with neither is a group of its own. */
 static void group_of(char *out, size_t n, const char *dir)
 {
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/')
         len--;
-    const char *b = dir, *parent = NULL;
+    const char *b = dir;
     for (size_t i = 0; i < len; i++)
-        if (dir[i] == '/') parent = b, b = dir + i + 1;
+        if (dir[i] == '/') b = dir + i + 1;
     size_t bl = (size_t)(dir + len - b), e = bl;
     while (e > 0 && b[e - 1] >= '0' && b[e - 1] <= '9')
         e--;
-    if (e > 0 && e < bl && b[e - 1] == '-') bl = e - 1;
-    /* a sweep point's items, the seed one as seed=*, after its sweep folder: two sweeps' seed=*
-     * points are different groups */
-    int seeded = 0;
-    for (size_t i = 0, j; i < bl; i = j + 1) {
-        for (j = i; j < bl && b[j] != ',';)
-            j++;
-        seeded |= is_seed_item(b + i, j - i);
+    int dashed = e > 0 && e < bl && b[e - 1] == '-';
+    size_t o = (size_t)snprintf(out, n, "%.*s", (int)(b - dir), dir);
+    if (dashed) {
+        snprintf(out + (o < n ? o : n), o < n ? n - o : 0, "%.*s*", (int)e, b);
+        return;
     }
-    size_t o = 0;
-    out[0] = 0;
-    if (seeded && parent) o = (size_t)snprintf(out, n, "%.*s/", (int)(b - 1 - parent), parent);
     for (size_t i = 0, j; i < bl && o < n; i = j + 1) {
         for (j = i; j < bl && b[j] != ',';)
             j++;
@@ -964,7 +959,12 @@ static int cmd_summary(int argc, char **argv)
                "accuracy: %s\n",
                target,
                pers ? "personalized mean where a run has it" : "global model where a run has it");
-        printf("%-32s %8s %8s %8s %14s %14s %14s %12s\n", "run", "final", "best", "rounds",
+        int w = 24, gw = 24; /* the name columns fit the longest path and group */
+        for (int r = 0; r < n; r++) {
+            int l = (int)strlen(dirs[r]), lg = (int)strlen(group[r]);
+            w = l > w ? l : w, gw = lg > gw ? lg : gw;
+        }
+        printf("%-*s %8s %8s %8s %14s %14s %14s %12s\n", w, "run", "final", "best", "rounds",
                "time_s", "bytes", "bytes_total", "flops_total");
         for (int r = 0; r < n; r++) {
             double best = NAN, rd, ts, bs;
@@ -977,12 +977,12 @@ static int cmd_summary(int argc, char **argv)
                 snprintf(c2, sizeof c2, "%.3f", ts);
                 snprintf(c3, sizeof c3, "%.0f", bs);
             }
-            printf("%-32s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", dirs[r],
+            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", w, dirs[r],
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0);
         }
         /* groups: runs whose folders differ only in their seed (group_of) */
-        printf("\n%-24s %5s %22s %22s %22s %26s\n", "group", "runs", "final", "rounds (reached)",
+        printf("\n%-*s %5s %22s %22s %22s %26s\n", gw, "group", "runs", "final", "rounds (reached)",
                "time_s", "bytes");
         double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),
                *tss = sim_xcalloc((size_t)n, 8), *bss = sim_xcalloc((size_t)n, 8);
@@ -1005,7 +1005,7 @@ static int cmd_summary(int argc, char **argv)
             snprintf(b2, sizeof b2, "%s (%d/%d)", b, hit, k);
             mean_std(c, sizeof c, tss, hit, 1);
             mean_std(d, sizeof d, bss, hit, 0);
-            printf("%-24s %5d %22s %22s %22s %26s\n", group[r], k, a, b2, c, d);
+            printf("%-*s %5d %22s %22s %22s %26s\n", gw, group[r], k, a, b2, c, d);
         }
         free(fin), free(rds), free(tss), free(bss);
     }

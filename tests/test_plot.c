@@ -186,28 +186,35 @@ static double token_after(const char *text, const char *name, int k)
     return end == at ? NAN : v;
 }
 
-/* summary groups runs that differ only in their seed: a trailing -SEED, or a sweep point's seed=N
- * item, under its sweep folder's name (another sweep's seed=* points are another group). */
+/* summary groups runs whose paths differ only in their seed: a trailing -SEED, or a sweep point's
+ * seed=N item (another sweep's seed=* points, another parent's -SEED folders are other groups). */
 static void test_summary_groups(void)
 {
     char cmd[2048], p[256];
     snprintf(cmd, sizeof cmd,
              "%s sweep scenarios/tiny.yaml --vary seed=1,2 --vary rounds=2,3 -q --plots none "
              "--workers 0 --out %s/sg >/dev/null && cp -r %s/sg/seed=1,rounds=2 %s/run-1 && "
-             "cp -r %s/sg/seed=2,rounds=2 %s/run-2 && "
-             "%s summary %s/sg/*/ %s/run-1 %s/run-2 > %s/sg.txt",
-             bin, dir, dir, dir, dir, dir, bin, dir, dir, dir, dir);
+             "cp -r %s/sg/seed=2,rounds=2 %s/run-2 && mkdir -p %s/b && cp -r %s/run-1 %s/b && "
+             "%s summary %s/sg/*/ %s/run-1 %s/run-2 %s/b/run-1 > %s/sg.txt",
+             bin, dir, dir, dir, dir, dir, dir, dir, dir, bin, dir, dir, dir, dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(p, sizeof p, "%s/sg.txt", dir);
     size_t len;
     char *t = test_slurp(p, &len);
     double f1 = token_after(t, "seed=1,rounds=2/", 0), f2 = token_after(t, "seed=2,rounds=2/", 0);
-    const char *groups[] = {"\nsg/seed=*,rounds=2 ", "\nsg/seed=*,rounds=3 ", "\nrun "};
+    /* groups are named by their paths; the same folder name under another parent (b/run-1) is
+     * another group */
+    char groups[4][256];
+    snprintf(groups[0], sizeof groups[0], "\n%s/sg/seed=*,rounds=2 ", dir);
+    snprintf(groups[1], sizeof groups[1], "\n%s/sg/seed=*,rounds=3 ", dir);
+    snprintf(groups[2], sizeof groups[2], "\n%s/run-* ", dir);
+    snprintf(groups[3], sizeof groups[3], "\n%s/b/run-* ", dir);
     const char *gt = t ? strstr(t, "\ngroup") : NULL; /* the group lines (rows have "run" too) */
-    for (int g = 0; g < 3; g++) {
+    for (int g = 0; g < 4; g++) {
         double runs = token_after(gt, groups[g], 0), mean = token_after(gt, groups[g], 1);
-        CHECK_MSG(runs == 2, "summary: group '%s' has 2 runs (%g)", groups[g] + 1, runs);
-        if (g != 1)
+        CHECK_MSG(runs == (g == 3 ? 1 : 2), "summary: group '%s' has %d runs (%g)", groups[g] + 1,
+                  g == 3 ? 1 : 2, runs);
+        if (g == 0 || g == 2)
             CHECK_MSG(fabs(mean - (f1 + f2) / 2) < 1e-4 && f1 != f2,
                       "summary: group '%s' mean %g of %g and %g", groups[g] + 1, mean, f1, f2);
     }
