@@ -162,9 +162,9 @@ static int online(sim_engine *e, int32_t c, sim_time t)
     return dev_avail_online(&e->c[c].avail, t);
 }
 
-static double message_bytes(const sim_engine *e, size_t len)
+double sim_message_bytes(const sim_run_spec *spec, size_t len)
 {
-    return len ? (double)len + e->spec.fed.overhead_bytes : 0;
+    return len ? (double)len + spec->fed.overhead_bytes : 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -200,7 +200,8 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
                         "training diverged: client %d's loss is %g in round %d (lower "
                         "algorithm.lr, or set algorithm.clip)",
                         c, r->loss, e->round);
-    double db = message_bytes(e, down_len), ub = message_bytes(e, r->up_bytes);
+    double db = sim_message_bytes(&e->spec, down_len),
+           ub = sim_message_bytes(&e->spec, r->up_bytes);
     sim_time t_down = sat_add(e->now, dev_transfer_ns(dev->latency_ns, db, dev->down_bps));
     sim_time t_train = sat_add(t_down, dev_compute_ns(dev, r->cost.flops, r->cost.flops_masked,
                                                       r->cost.flops_masked_nnz, t_down));
@@ -1248,7 +1249,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         if (cl->up_len == 0) goto arrived; /* nothing to upload (local training only) */
         return SIM_OK;
     case SIM_EV_UPLOAD_DONE: {
-        double ub = message_bytes(e, cl->up_len);
+        double ub = sim_message_bytes(&e->spec, cl->up_len);
         cl->bytes_up += ub;
         e->tot.bytes_up += ub;
         log_event(e, ev->kind, ev->who, ub, 0);

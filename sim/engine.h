@@ -106,6 +106,10 @@ typedef struct sim_engine sim_engine;
 /* Weight of an async update computed from a model tau versions old (federation.staleness). */
 double sim_staleness_weight(const sim_fed_config *f, int tau);
 
+/* Bytes on the wire for an encoded message of len bytes: len plus federation.overhead; 0 for no
+ * message. */
+double sim_message_bytes(const sim_run_spec *spec, size_t len);
+
 /* The width of the model client c trains (fl_algo.client_width; 1 for the others) and the bytes
  * training a model of width w needs, measured on m, a model of the run's architecture whose
  * narrowing is reset on return. A client whose device cannot hold its model is excluded. */

@@ -693,7 +693,7 @@ static int cmd_check(int argc, char **argv)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     nn_pack_params(&sb, &sc.arch, m.params);
-    double msg = (double)sb.size + sc.spec.fed.overhead_bytes;
+    double msg = sim_message_bytes(&sc.spec, sb.size);
     msgpack_sbuffer_destroy(&sb);
     char ms[32], mm[32];
     sim_format_bytes(ms, sizeof ms, msg);
@@ -751,8 +751,8 @@ static int cmd_check(int argc, char **argv)
         double work = dev_work_flops(d, res.cost.flops, res.cost.flops_masked,
                                      res.cost.flops_masked_nnz),
                ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1;
-        double down_b = job.down_len ? (double)job.down_len + sc.spec.fed.overhead_bytes : 0,
-               up_b = res.up_bytes ? (double)res.up_bytes + sc.spec.fed.overhead_bytes : 0;
+        double down_b = sim_message_bytes(&sc.spec, job.down_len),
+               up_b = sim_message_bytes(&sc.spec, res.up_bytes);
         fl_result_destroy(&res);
         fl_result_destroy(&rd);
         if (rc) break;
@@ -902,6 +902,7 @@ static void group_of(char *out, size_t n, const char *dir)
     }
 }
 
+/* mean ± sample std (ddof 1) of v[0..n) into buf; "NA" for the std of one value, "x" for none. */
 static void mean_std(char *buf, size_t size, const double *v, int n, int decimals)
 {
     if (n == 0) {
