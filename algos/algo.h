@@ -80,6 +80,8 @@ typedef struct fl_pfedgate_config {
     double gate_lr;     /* η of the gating layer (the model's is algorithm.lr) */
     double clip;        /* gradient-norm clip, model and gate separately (0: none) */
     int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
+    int eval_global;    /* every client evaluated on the new global model, instead of a client
+                           the aggregation just absorbed on its own trained copy (the code) */
 } fl_pfedgate_config;
 
 /* DM-PFL's settings (`algorithm.dmpfl:`; spec 001 §2 and §8; defaults there). The schedule:
@@ -133,6 +135,7 @@ typedef struct fl_config {
     fl_pfedgate_config pfedgate;
     fl_dmpfl_config dmpfl;
     double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
+    int ft_epochs;       /* FedAvg-FT's fine-tuning epochs (`algorithm.finetune.epochs`) */
     fl_pa3dfl_config pa3dfl;
 } fl_config;
 
@@ -219,6 +222,10 @@ typedef struct fl_algo {
     double (*eval_client)(void *server, int32_t client, const void *priv, size_t priv_len,
                           const nn_dataset *d, const int32_t *idx, int n, nn_model *m,
                           double *density);
+    /* Optional (NULL: none): called when an aggregation and the evaluation that may follow it
+     * (in the same event) are done; what the server kept for that evaluation alone goes here, so
+     * it never reaches a checkpoint. */
+    void (*server_round_end)(void *server);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,

@@ -913,6 +913,7 @@ const fl_algo fl_dmpfl = {"dmpfl",
                           NULL,
                           NULL,
                           dmpfl_width,
+                          NULL,
                           NULL};
 const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                "DM-PFL+: DM-PFL choosing the personal or the global model per "
@@ -930,4 +931,5 @@ const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                NULL,
                                NULL,
                                dmpfl_width,
-                               plus_eval_client};
+                               plus_eval_client,
+                               NULL};

@@ -127,8 +127,9 @@ static double fedavg_eval(void *p, int32_t client, const void *priv, size_t priv
     return 1.0;
 }
 
-/* FedAvg-FT's personalized accuracy: the global model after one epoch of plain SGD on the
- * client's training samples (its batch size and base lr; batch order seeded per client). */
+/* FedAvg-FT's personalized accuracy: the global model after `finetune.epochs` epochs on the
+ * client's training samples with the training's optimizer (batch size, base lr, momentum from
+ * zero, weight decay, clip; batch order seeded per client). */
 static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_len,
                              const nn_dataset *d, const int32_t *idx, int n, nn_model *m,
                              double *density)
@@ -144,9 +145,13 @@ static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_l
         sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, (uint64_t)1 << 62 | (uint32_t)c);
         nn_batcher b;
         nn_batcher_init(&b, env->train, env->part->idx[c], nc, B, 0, &r);
-        nn_sgd opt = {(float)env->cfg->lr, 0, 0, (float)env->cfg->clip};
-        for (int nb; (nb = nn_batcher_next(&b));)
-            nn_model_train_step(m, &opt, b.x, b.y, nb);
+        const fl_config *cfg = env->cfg;
+        nn_sgd opt = {(float)cfg->lr, (float)cfg->momentum, (float)cfg->weight_decay,
+                      (float)cfg->clip};
+        memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats);
+        for (int ep = 0; ep < cfg->ft_epochs; ep++)
+            for (int nb; (nb = nn_batcher_next(&b));)
+                nn_model_train_step(m, &opt, b.x, b.y, nb);
         nn_batcher_destroy(&b);
     }
     *density = 1;
@@ -216,6 +221,7 @@ const fl_algo fl_fedavg = {"fedavg",
                            NULL,
                            NULL,
                            NULL,
+                           NULL,
                            NULL};
 const fl_algo fl_fedprox = {"fedprox",
                             "FedProx: FedAvg with a proximal term mu on clients",
@@ -232,9 +238,10 @@ const fl_algo fl_fedprox = {"fedprox",
                             NULL,
                             NULL,
                             NULL,
+                            NULL,
                             NULL};
 const fl_algo fl_fedavg_ft = {"fedavg-ft",
-                              "FedAvg-FT: FedAvg, each client evaluated after a local epoch of "
+                              "FedAvg-FT: FedAvg, each client evaluated after local epochs of "
                               "fine-tuning",
                               1,
                               fedavg_new,
@@ -249,7 +256,8 @@ const fl_algo fl_fedavg_ft = {"fedavg-ft",
                               NULL,
                               NULL,
                               NULL,
-                              ft_eval_client};
+                              ft_eval_client,
+                              NULL};
 const fl_algo fl_ditto = {"ditto",
                           "Ditto: FedAvg and a personal model per client with a proximal term "
                           "lambda to the global one",
@@ -263,6 +271,7 @@ const fl_algo fl_ditto = {"ditto",
                           ditto_eval,
                           fedavg_save,
                           fedavg_load,
+                          NULL,
                           NULL,
                           NULL,
                           NULL,

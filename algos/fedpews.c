@@ -549,4 +549,5 @@ const fl_algo fl_fedpews = {"fedpews",
                             "masks.tsv",
                             pews_report,
                             NULL,
+                            NULL,
                             NULL};

@@ -1,7 +1,8 @@
 /* algos/local.c -- Local-only training: every client trains its own model on its own data and
  * never communicates. The baseline personalized methods must beat; its messages are empty, so its
  * simulated time is pure computation. A client's model is its private state, starting from the
- * common initial model. There is no global model. With `algorithm.width: {by: capacity}` each
+ * common initial model (narrowed: rescaled to its own width's fan-in, nn_model_init_fit_live).
+ * There is no global model. With `algorithm.width: {by: capacity}` each
  * client trains (and is evaluated at) the widest model its capacity affords, as the width
  * family does: Pa3dFL's Table 1 LocalOnly. */
 #include "algos/algo.h"
@@ -59,8 +60,9 @@ static int local_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
         int rc = nn_unpack_params(m->params, env->arch, job->priv, job->priv_len, "private state",
                                   err);
         if (rc) return rc;
-    } else {
+    } else { /* the common initial model, scaled as a model of the client's width would be */
         fl_init_params(m, env);
+        nn_model_init_fit_live(m);
     }
     fl_local_sgd(env, job, m, 0, NULL, res);
     nn_pack_params(&res->priv, env->arch, m->params);
@@ -125,4 +127,5 @@ const fl_algo fl_local = {"local",
                           NULL,
                           NULL,
                           local_width,
+                          NULL,
                           NULL};

@@ -704,4 +704,5 @@ const fl_algo fl_pa3dfl = {"pa3dfl",
                            NULL,
                            NULL,
                            pa3dfl_width,
+                           NULL,
                            NULL};

@@ -441,9 +441,12 @@ void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM)
  * private state.
  *
  * Evaluation: each client's gate, in eval mode, on its test split in batches of 128 (one mask
- * per batch, as the code), over the global model after aggregation. The code evaluates a client
- * that just trained on its own post-training copy instead; keeping that copy would put the whole
- * model in every client's private state, so every client here sees the same global model. */
+ * per batch, as the code). As the code, a client whose upload the aggregation just absorbed is
+ * evaluated on its own post-training copy: the global model it started from plus its change,
+ * rebuilt from the global model before the aggregation and its upload (exact: a job changes only
+ * the blocks it uploads), both kept only until the aggregation's event ends; the others, and
+ * every client at evaluations between aggregations, on the new global model
+ * (`pfedgate.eval: global`: everyone on it, always). */
 
 enum { PG_EVAL_BATCH = 128 };
 
@@ -454,6 +457,12 @@ typedef struct pfedgate {
     double all_mass;   /* the code's rule divides by every client's weight */
     size_t msg_bytes; /* the dense down message's length */
     float *scratch;   /* n_floats: an upload's values */
+    /* evaluation on the clients' own trained copies (not eval.global): the global model the
+     * aggregation started from, and the uploads it absorbed (a copy each, by client), kept until
+     * the aggregation's event ends (server_round_end) */
+    float *prev, *own; /* n_floats each; own: one client's copy being evaluated */
+    void **kept;
+    size_t *kept_len;
 } pfedgate;
 
 static double budget(const fl_env *env, int32_t c)
@@ -503,7 +512,22 @@ static void *pfedgate_new(const fl_env *env, sim_err *err)
     for (int c = 0; c < env->part->n_clients; c++)
         s->all_mass += env->cfg->uniform ? 1 : env->part->n[c];
     s->msg_bytes = fl_dense_msg_bytes(env->arch);
+    if (!env->cfg->pfedgate.eval_global) {
+        s->prev = sim_xcalloc(nf, sizeof(float));
+        s->own = sim_xcalloc(nf, sizeof(float));
+        s->kept = sim_xcalloc((size_t)env->part->n_clients, sizeof(void *));
+        s->kept_len = sim_xcalloc((size_t)env->part->n_clients, sizeof(size_t));
+    }
     return s;
+}
+
+static void pfedgate_round_end(void *p)
+{
+    pfedgate *s = p;
+    for (int c = 0; s->kept && c < s->env->part->n_clients; c++) {
+        free(s->kept[c]);
+        s->kept[c] = NULL;
+    }
 }
 
 static void pfedgate_free(void *p)
@@ -514,6 +538,8 @@ static void pfedgate_free(void *p)
     free(s->scratch);
     free(s->num);
     free(s->den);
+    pfedgate_round_end(s);
+    free(s->prev), free(s->own), free(s->kept), free(s->kept_len);
     free(s);
 }
 
@@ -699,16 +725,14 @@ done:
     return rc;
 }
 
-static int pfedgate_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
-                           double mass, sim_err *err)
+/* A client's upload: which of its blocks it sent (sent[i]) and their values, in block order,
+ * into vals (n_floats at most). */
+static int read_upload(const fl_pg_blocks *b, const void *up, size_t len, uint8_t *sent,
+                       float *vals, sim_err *err)
 {
-    pfedgate *s = p;
-    (void)mass;
-    fl_pg_blocks b;
-    client_blocks(&b, s->env, client);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
-    size_t off = 0, bm = ((size_t)b.n + 7) / 8, n = 0;
+    size_t off = 0, bm = ((size_t)b->n + 7) / 8, n = 0;
     int rc = SIM_OK;
     const msgpack_object *bits = NULL, *data = NULL;
     if (!up || msgpack_unpack_next(&u, up, len, &off) != MSGPACK_UNPACK_SUCCESS ||
@@ -716,19 +740,39 @@ static int pfedgate_absorb(void *p, int32_t client, const void *up, size_t len, 
         bits->via.bin.size != bm || !(data = nn_map_get(&u.data, "data")))
         rc = sim_fail(err, SIM_EFORMAT, "up message", 0, 0,
                       "not a pFedGate upload (\"blocks\": %zu bytes, \"data\")", bm);
-    const unsigned char *bb = rc ? NULL : (const unsigned char *)bits->via.bin.ptr;
-    for (int i = 0; !rc && i < b.n; i++)
-        if ((bb[i / 8] >> (i % 8)) & 1) n += b.len[i];
-    if (!rc) rc = nn_unpack_f32(s->scratch, n, data, "up message", err);
+    for (int i = 0; !rc && i < b->n; i++) {
+        sent[i] = ((const unsigned char *)bits->via.bin.ptr)[i / 8] >> (i % 8) & 1;
+        n += sent[i] ? b->len[i] : 0;
+    }
+    if (!rc) rc = nn_unpack_f32(vals, n, data, "up message", err);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+static int pfedgate_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                           double mass, sim_err *err)
+{
+    pfedgate *s = p;
+    (void)mass;
+    fl_pg_blocks b;
+    client_blocks(&b, s->env, client);
+    uint8_t *sent = sim_xmalloc((size_t)b.n);
+    int rc = read_upload(&b, up, len, sent, s->scratch, err);
     for (int i = 0, k = 0; !rc && i < b.n; i++) {
-        if (!((bb[i / 8] >> (i % 8)) & 1)) continue;
+        if (!sent[i]) continue;
         for (size_t e = 0; e < b.len[i]; e++) {
             s->num[b.off[i] + e] += weight * (double)s->scratch[k + (int)e];
             s->den[b.off[i] + e] += weight;
         }
         k += (int)b.len[i];
     }
-    msgpack_unpacked_destroy(&u);
+    if (!rc && s->kept) {
+        free(s->kept[client]);
+        s->kept[client] = sim_xmalloc(len);
+        memcpy(s->kept[client], up, len);
+        s->kept_len[client] = len;
+    }
+    free(sent);
     fl_pg_blocks_free(&b);
     return rc;
 }
@@ -738,6 +782,7 @@ static void pfedgate_aggregate(void *p)
     pfedgate *s = p;
     const fl_config *cfg = s->env->cfg;
     size_t nf = s->env->arch->layout.n_floats;
+    if (s->prev) memcpy(s->prev, s->global, nf * sizeof(float));
     for (size_t j = 0; j < nf; j++) {
         double by = cfg->pfedgate.code_aggregate ? s->all_mass : s->den[j];
         if (s->den[j] > 0) s->global[j] += (float)(cfg->server_lr * s->num[j] / by);
@@ -772,8 +817,22 @@ static double pfedgate_eval_client(void *p, int32_t c, const void *priv, size_t 
         fl_pg_blocks_free(&b);
         return 0;
     }
+    /* the model the gate scales: the client's own trained copy when this aggregation absorbed
+     * its upload (the global model it started from plus its change), else the global model */
+    const float *base = s->global;
+    if (s->kept && s->kept[c]) {
+        uint8_t *sent = sim_xmalloc((size_t)b.n);
+        if (read_upload(&b, s->kept[c], s->kept_len[c], sent, s->scratch, &err) == SIM_OK) {
+            memcpy(s->own, s->prev, env->arch->layout.n_floats * sizeof(float));
+            for (int i = 0, k = 0; i < b.n; i++)
+                for (size_t e = 0; sent[i] && e < b.len[i]; e++, k++)
+                    s->own[b.off[i] + e] += s->scratch[k];
+            base = s->own;
+        }
+        free(sent);
+    }
     nn_model_reset_narrowing(m);
-    memcpy(m->params, s->global, env->arch->layout.n_floats * sizeof(float));
+    memcpy(m->params, base, env->arch->layout.n_floats * sizeof(float));
     int feat = d->c * d->h * d->w, K = env->arch->classes;
     float *x = sim_xmalloc(sizeof(float) * (size_t)cap * feat);
     int32_t *y = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
@@ -788,7 +847,7 @@ static double pfedgate_eval_client(void *p, int32_t c, const void *priv, size_t 
         for (int i = 0; i < b.n; i++) {
             float sc = I[i] ? gt.M[i] : 0.0f;
             for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
-                m->params[e] = s->global[e] * sc;
+                m->params[e] = base[e] * sc;
         }
         nn_model_forward(m, x, NULL, nb, 0);
         for (int k = 0; k < nb; k++) {
@@ -861,4 +920,5 @@ const fl_algo fl_pfedgate = {
         NULL,
         NULL,
         pfedgate_width,
-        pfedgate_eval_client};
+        pfedgate_eval_client,
+        pfedgate_round_end};

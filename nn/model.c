@@ -546,6 +546,29 @@ void nn_model_init_params(nn_model *m, sim_rng *r)
     memset(m->mom, 0, sizeof(float) * a->layout.n_floats);
 }
 
+void nn_model_init_fit_live(nn_model *m)
+{
+    const nn_arch *a = &m->arch;
+    for (int i = 0; i < a->n; i++) {
+        const nn_layer *l = &a->l[i];
+        if (!is_param(l)) continue;
+        const nn_tensor *t = &a->layout.t[l->wt];
+        for (int r = 0; r < t->rows; r++) {
+            const uint8_t *live = m->live + t->off + (size_t)r * t->cols;
+            int f = 0;
+            for (int j = 0; j < t->cols; j++)
+                f += live[j];
+            if (f == 0 || f == t->cols) continue;
+            /* U(±1/√cols) scaled by √(cols/f) is U(±1/√f) */
+            float g = (float)sqrt((double)t->cols / f);
+            float *w = m->params + t->off + (size_t)r * t->cols;
+            for (int j = 0; j < t->cols; j++)
+                if (live[j]) w[j] *= g;
+            if (l->bt >= 0) m->params[a->layout.t[l->bt].off + r] *= g;
+        }
+    }
+}
+
 /* Whether run r lies in a tensor marked in skip (NULL: none). */
 static int run_skipped(const nn_model *m, size_t r, const uint8_t *skip)
 {

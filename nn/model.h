@@ -127,6 +127,11 @@ void nn_model_init(nn_model *m, const nn_arch *a, int max_batch);
 void nn_model_destroy(nn_model *m);
 /* PyTorch's default init: weights and biases U(−1/√fan_in, 1/√fan_in); bn γ=1, β=0, var=1. */
 void nn_model_init_params(nn_model *m, sim_rng *r);
+/* After nn_model_init_params on a narrowed model: rescale each conv/linear output row's live
+ * weights and its bias so they are uniform in ±1/√(its live inputs), the bound a model built at
+ * that width draws from, instead of ±1/√(all inputs) (a narrow corner of the full model's
+ * initialization is too small to train on its own). */
+void nn_model_init_fit_live(nn_model *m);
 /* Zero the gradients of live parameters; the others are always zero (narrowing zeroes them). */
 void nn_model_zero_grad(nn_model *m);
 

@@ -12,7 +12,8 @@
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
 #                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
 #                 client: DM-PFL, DM-PFL+, FedPer, LG-FedAvg); ~2.5 h a run; the report adds
-#                 each run's bytes and FLOPs against FedAvg's (a cost-only run)
+#                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
+#                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg and Ditto at the weakest
 #                 width, then Pa3dFL, FjORD, FedRolex, HeteroFL, LocalOnly, then Table 3's
 #                 ablation (Pa3dFL without the hyper-network); ~8-15 h a run (1/16 wide: minutes)
@@ -49,16 +50,23 @@ dmpfl)
     # messages do not depend on what it learns
     [ "$workers" = --report ] || $FEDSIM sweep scenarios/dmpfl-fmnist.yaml --out "$out/costs" \
         --cost-only -q --plots none --vary algorithm.name=fedavg
-    sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl,fedavg-ft,dmpfl+,ditto
+    # FedAvg-FT fine-tunes E = 5 epochs before each evaluation, so it is evaluated every 100
+    # rounds only (each evaluation fine-tunes every client once per shift)
+    ft="--set algorithm.name=fedavg-ft --set eval.every=100 --vary algorithm.finetune.epochs=5"
+    sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl,dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep decayed dmpfl-fmnist.yaml $d99 --vary algorithm.name=fedper,lg-fedavg
+    # shellcheck disable=SC2086
+    sweep finetuned dmpfl-fmnist.yaml $ft
     sweep ablation dmpfl-fmnist.yaml --vary algorithm.dmpfl.iterations=0
     path="partition={scheme: shards, clients: 100, shards: 2, local_test: 0.25,
         local_test_from_train: true}"
-    sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl,dmpfl+
+    sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl,dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep pathological-decayed dmpfl-fmnist.yaml --set "$path" $d99 \
         --vary algorithm.name=fedper,lg-fedavg
+    # shellcheck disable=SC2086
+    sweep pathological-finetuned dmpfl-fmnist.yaml --set "$path" $ft
     ;;
 width-hetero | width-ideal)
     target=0.85
@@ -76,7 +84,10 @@ width-hetero | width-ideal)
     ;;
 pfedgate)
     target=0.8
-    sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,0.3,1
+    sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,1
+    # s = 0.3 at its own rates in the paper's Table 7 (EMNIST): model 0.03, gate 0.5
+    sweep gate-0.3 pfedgate-fmnist.yaml --set algorithm.lr=0.03 \
+        --set algorithm.pfedgate.gate_lr=0.5 --vary algorithm.pfedgate.s=0.3
     sweep baselines pfedgate-fmnist.yaml --vary algorithm.name=fedavg,fedavg-ft,local
     # the device mix: budgets from the devices, against FedAvg on the devices that hold the
     # dense model (the weak phones cannot)
@@ -112,4 +123,28 @@ if [ "$campaign" = dmpfl ] && [ -f "$ref" ]; then
                 printf "%-44s %12.4g %8s %12.4g %8s\n", "fedavg (cost-only)", rb, "1", rf, "1" }
         { b = $4 + $5; printf "%-44s %12.4g %7.1f%% %12.4g %7.1f%%\n", $1, b, 100 * b / rb, $6,
               100 * $6 / rf }' | tee -a "$out/summary.txt"
+fi
+# the last evaluation's columns the paper's table reports, by name: DM-PFL's accuracy under each
+# test-time label shift and the bottom decile; pFedGate's mean, pooled (its "Acc") and bottom
+# decile and the density achieved
+case $campaign in
+dmpfl) cols="acc_shift_0 acc_shift_0.5 acc_shift_1 acc_pers_p10" ;;
+pfedgate) cols="acc_pers_mean acc_pers_pooled acc_pers_p10 density" ;;
+*) cols="" ;;
+esac
+if [ -n "$cols" ]; then
+    echo
+    for d in $done_dirs; do
+        printf '%s\t' "${d#"$out"/}"
+        sed -n 2p "$d/metrics.tsv"
+        printf '%s\t' "${d#"$out"/}"
+        tail -n 1 "$d/metrics.tsv"
+    done | awk -F '\t' -v cols="$cols" '
+        BEGIN { n = split(cols, want, " ") }
+        NR % 2 == 1 { for (i = 2; i <= NF; i++) col[$i] = i; next }
+        NR == 2 { printf "%-44s", "run"; for (j = 1; j <= n; j++) printf " %15s", want[j]
+                  printf "\n" }
+        { printf "%-44s", $1; for (j = 1; j <= n; j++)
+              if (want[j] in col) printf " %15.4f", $(col[want[j]]); else printf " %15s", "-"
+          printf "\n"; delete col }' | tee -a "$out/summary.txt"
 fi

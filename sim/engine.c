@@ -342,13 +342,13 @@ static int cmp_i32(const void *a, const void *b)
 /* ---------------------------------------------------------------------------------------- */
 /* evaluation (an observer: it costs no simulated time) */
 
-static void write_metrics_row(sim_engine *e, double pmean, double p10, double density,
+static void write_metrics_row(sim_engine *e, double pmean, double p10, double pw, double density,
                               const double *shift_acc)
 {
     if (!e->metrics) return;
-    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
+    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
             e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
-            e->tot.acc_global, e->tot.loss_global, pmean, p10, e->participants,
+            e->tot.acc_global, e->tot.loss_global, pmean, p10, pw, e->participants,
             e->tot.dropped + e->tot.late, density);
     for (int i = 0; i < e->spec.eval.n_shift; i++)
         fprintf(e->metrics, "\t%.6f", shift_acc[i]);
@@ -469,11 +469,11 @@ static void evaluate(sim_engine *e)
     e->eval_round = e->round;
     e->eval_time = e->now;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
-    double pmean = NAN, p10 = NAN, density = NAN, shift_acc[SIM_MAX_SHIFTS];
+    double pmean = NAN, p10 = NAN, pw = NAN, density = NAN, shift_acc[SIM_MAX_SHIFTS];
     for (int i = 0; i < SIM_MAX_SHIFTS; i++)
         shift_acc[i] = NAN;
     if (env->cost_only) {
-        write_metrics_row(e, pmean, p10, density, shift_acc);
+        write_metrics_row(e, pmean, p10, pw, density, shift_acc);
         return;
     }
     nn_model *m = &e->eval_model;
@@ -513,13 +513,16 @@ static void evaluate(sim_engine *e)
     }
     if (k) {
         const double *r = o + 2 * (size_t)t.n_chunks; /* own splits: k tasks in client order */
-        double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0, dens = 0;
+        double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0, dens = 0, hit = 0, all = 0;
         for (int i = 0; i < k; i++) {
             e->c[t.client[i]].acc = acc[i] = r[2 * i];
             dens += r[2 * i + 1];
             s += acc[i];
+            hit += acc[i] * env->part->n_test[t.client[i]];
+            all += env->part->n_test[t.client[i]];
         }
         pmean = e->tot.acc_pers = s / k;
+        pw = hit / all;     /* every client's test samples pooled (pFedGate's paper's Acc) */
         density = dens / k; /* personalized models: the mean over the clients evaluated */
         qsort(acc, (size_t)k, sizeof *acc, cmp_double);
         p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
@@ -536,7 +539,13 @@ static void evaluate(sim_engine *e)
     free(o);
     free(t.client);
     free(t.shift);
-    write_metrics_row(e, pmean, p10, density, shift_acc);
+    write_metrics_row(e, pmean, p10, pw, density, shift_acc);
+}
+
+/* The aggregation's event is over: what the server kept for its evaluation goes. */
+static void round_end(sim_engine *e)
+{
+    if (e->spec.algo->server_round_end) e->spec.algo->server_round_end(e->server);
 }
 
 static void maybe_evaluate(sim_engine *e, int force)
@@ -627,6 +636,7 @@ static int close_round(sim_engine *e, sim_err *err)
     e->round++;
     log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
     maybe_evaluate(e, e->round == e->spec.fed.rounds);
+    round_end(e);
     progress(e, 0);
     tick(e, 0);
     if (e->round >= e->spec.fed.rounds) {
@@ -764,6 +774,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
     e->round++;
     log_event(e, SIM_EV_AGGREGATE, -1, 0, 0);
     maybe_evaluate(e, e->round == f->rounds);
+    round_end(e);
     progress(e, 0);
     tick(e, 0);
     if (e->round >= f->rounds) e->done = 1;
@@ -776,7 +787,8 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  *    [bytes of metrics.tsv, clients.tsv, events.msgpack, timeline.tsv],
  *    [now, round, round_open, target, in_flight, n_arrived, next_job, dispatches, participants,
  *     next_eval_time, retry_at, eval_round, eval_time, start_pending],
- *    [bytes_up, bytes_down, flops, jobs, dropped, late, excluded, events, acc_global, loss_global],
+ *    [bytes_up, bytes_down, flops, jobs, dropped, late, excluded, events, acc_global, loss_global,
+ *     acc_pers],
  *    arrived (sync: client ids), buffered (async: [client, staleness, up, up_len, weight]...),
  *    perm (bin of n uint32), [next_seq, [[at, seq, kind, who, arg]...] in heap-array order],
  *    clients ([avail_on, avail_until, avail_last, [rng words], busy, job_round, job_id,
@@ -787,7 +799,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  * Messages are bin or nil; perm is raw native-order uint32 (the same build reads it back). The
  * heap array is stored as is, so the restored queue pops in the same order. */
 
-enum { CKPT_VERSION = 2, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
+enum { CKPT_VERSION = 3, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
                                          "timeline.tsv"};
@@ -860,7 +872,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_int64(pk, e->eval_time);
     msgpack_pack_int(pk, e->start_pending);
     const sim_totals *t = &e->tot;
-    msgpack_pack_array(pk, 10);
+    msgpack_pack_array(pk, 11);
     msgpack_pack_double(pk, t->bytes_up);
     msgpack_pack_double(pk, t->bytes_down);
     msgpack_pack_double(pk, t->flops);
@@ -871,6 +883,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_int64(pk, t->events);
     msgpack_pack_double(pk, t->acc_global);
     msgpack_pack_double(pk, t->loss_global);
+    msgpack_pack_double(pk, t->acc_pers);
     int sync = e->spec.fed.mode == SIM_SYNC;
     msgpack_pack_array(pk, sync ? (size_t)e->n_arrived : 0);
     for (int i = 0; sync && i < e->n_arrived; i++)
@@ -1070,7 +1083,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     e->start_pending = (int)rd_int(&s, 0, sync);
     if (s.bad) return ckpt_bad(path, "protocol state", err);
     sim_totals *t = &e->tot;
-    rd_sub(&r, &s, 10);
+    rd_sub(&r, &s, 11);
     t->bytes_up = rd_f64(&s);
     t->bytes_down = rd_f64(&s);
     t->flops = rd_f64(&s);
@@ -1081,6 +1094,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     t->events = (long)rd_int(&s, 0, INT64_MAX);
     t->acc_global = rd_f64(&s);
     t->loss_global = rd_f64(&s);
+    t->acc_pers = rd_f64(&s);
     if (s.bad) return ckpt_bad(path, "totals", err);
     rd_sub(&r, &s, sync ? (uint32_t)n_arrived : 0);
     for (int i = 0; sync && i < n_arrived; i++)
@@ -1500,9 +1514,11 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (e->metrics) {
         fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d\n", spec->name,
                 (unsigned long long)spec->seed, spec->algo->name, e->n);
-        fprintf(e->metrics, "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
-                            "loss_global\tacc_pers_mean\tacc_pers_p10\tparticipants\tdropped\t"
-                            "density");
+        fprintf(e->metrics,
+                "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
+                "loss_global\tacc_pers_mean\tacc_pers_p10\tacc_pers_pooled\tparticipants\t"
+                "dropped\t"
+                "density");
         for (int i = 0; i < spec->eval.n_shift; i++)
             fprintf(e->metrics, "\tacc_shift_%g", spec->eval.shift[i]);
         fprintf(e->metrics, "\n");

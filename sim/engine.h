@@ -135,9 +135,8 @@ typedef struct sim_totals {
     long workers_replaced;          /* worker processes that died and were replaced (jobs re-run) */
     long workers_timed_out;         /* of those, killed for exceeding spec.job_timeout_s */
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
-    double acc_pers; /* mean personalized accuracy of the last evaluation (NaN before or after a
-                        resume: not checkpointed, and every run ends on an evaluation) */
-    int stopped;     /* stopped on request (spec.stop), leaving a checkpoint */
+    double acc_pers;      /* mean personalized accuracy of the last evaluation (NaN before) */
+    int stopped;          /* stopped on request (spec.stop), leaving a checkpoint */
     int checkpoint_round; /* rounds/aggregations done at the last checkpoint written, -1 = none */
 } sim_totals;
 void sim_engine_totals(const sim_engine *e, sim_totals *t);

@@ -483,6 +483,7 @@ static int load_width(fl_width_config *c, section *alg, const char *name, sim_er
 
 static const char *const PG_SPLITS[] = {"paper", "code", NULL};
 static const char *const PG_AGGREGATE[] = {"paper", "code", NULL};
+static const char *const PG_EVAL[] = {"own", "global", NULL};
 
 /* `algorithm.pfedgate:` (read for pfedgate, checked for the others). s is a density budget in
  * (0, 1], or `capacity`: each client's devices.capacity. */
@@ -506,7 +507,8 @@ static int load_pfedgate(fl_pfedgate_config *c, section *alg, sim_err *err)
         (rc = get_double(&s, "gate_lr", 0, 1e3, 0.1, &c->gate_lr, err)) ||
         (rc = get_double(&s, "clip", 0, 1e9, 10, &c->clip, err)))
         return rc;
-    return get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err);
+    if ((rc = get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err))) return rc;
+    return get_choice(&s, "eval", PG_EVAL, 0, &c->eval_global, err);
 }
 
 /* `algorithm.pa3dfl:` (read for pa3dfl, checked for the others). Defaults: spec 004's Fashion
@@ -651,6 +653,14 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         section d = sub(&s, "ditto", pre2, sizeof pre2);
         if ((rc = need_map(&d, "ditto", err)) ||
             (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
+            return rc;
+    }
+    c->ft_epochs = 1;
+    if (!strcmp(c->name, "fedavg-ft") || sim_yaml_get(s.map, "finetune")) {
+        char pre2[96];
+        section d = sub(&s, "finetune", pre2, sizeof pre2);
+        if ((rc = need_map(&d, "finetune", err)) ||
+            (rc = get_int(&d, "epochs", 1, 1000, 1, &c->ft_epochs, err)))
             return rc;
     }
     if ((!strcmp(c->name, "pa3dfl") || sim_yaml_get(s.map, "pa3dfl")) &&

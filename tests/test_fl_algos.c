@@ -9,6 +9,7 @@
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "nn/train.h"
+#include "sim/rng.h"
 #include "tests/check.h"
 
 #include <stdlib.h>
@@ -52,7 +53,8 @@ int main(void)
                      .lr = 0.05,
                      .momentum = 0.5,
                      .lr_decay = 1,
-                     .server_lr = 1};
+                     .server_lr = 1,
+                     .ft_epochs = 1};
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     size_t nf = arch.layout.n_floats;
 
@@ -195,6 +197,27 @@ int main(void)
     CHECK_MSG(after > before && dens == 1, "fine-tuned %.3f, global %.3f", after, before);
     fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &em);
     CHECK(nn_evaluate(&em, &train, part.idx[2], part.n[2], NULL) == before);
+    /* ... after finetune.epochs epochs of the training's optimizer (momentum from zero, weight
+     * decay), batches in the order its stream for client 2 draws */
+    cfg.ft_epochs = 2, cfg.weight_decay = 0.01;
+    fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[2], part.n[2], &em, &dens);
+    nn_model ref;
+    nn_model_init(&ref, &arch, 64);
+    fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &ref);
+    sim_rng br;
+    sim_rng_seed(&br, env.seed, SIM_RNG_BATCHES, (uint64_t)1 << 62 | 2);
+    nn_batcher bt;
+    nn_batcher_init(&bt, &train, part.idx[2], part.n[2], cfg.batch_size, 0, &br);
+    nn_sgd sgd = {0.05f, 0.5f, 0.01f, 0};
+    memset(ref.mom, 0, nf * 4);
+    for (int ep = 0; ep < 2; ep++)
+        for (int nb; (nb = nn_batcher_next(&bt));)
+            nn_model_train_step(&ref, &sgd, bt.x, bt.y, nb);
+    nn_batcher_destroy(&bt);
+    CHECK_MSG(!memcmp(ref.params, em.params, nf * 4),
+              "FedAvg-FT fine-tunes 2 epochs with momentum 0.5 and weight decay 0.01");
+    cfg.ft_epochs = 1, cfg.weight_decay = 0;
+    nn_model_destroy(&ref);
     fl_fedavg_ft.server_free(sf);
 
     /* FedPer and LG-FedAvg: the upload carries the shared part only (its encoded length is the

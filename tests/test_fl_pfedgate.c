@@ -5,7 +5,10 @@
  * layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass a
  * finite-difference check, which catches a broken one. With the gate fixed at G = M = 1 and no
  * budget, a job uploads FedAvg's change and per-block aggregation gives FedAvg's model; at
- * M = 1/2 the straight-through scaling makes the change twice FedAvg's on θ/2 at a quarter lr. */
+ * M = 1/2 the straight-through scaling makes the change twice FedAvg's on θ/2 at a quarter lr.
+ * Evaluation (the code's rule): a client whose upload the aggregation absorbed is evaluated on its
+ * own trained copy (the model it started from plus its change), the others on the new global
+ * model, and once the aggregation's event ends everyone on the global model. */
 #include "algos/algo.h"
 #include "algos/pfedgate.h"
 #include "nn/pack.h"
@@ -280,11 +283,136 @@ static void test_equals_fedavg(void)
     nn_dataset_destroy(&train), nn_dataset_destroy(&test);
 }
 
+/* The server state [global, num = 0, den = 0] that pfedgate_load takes, holding params. */
+static void load_global(void *server, const float *params, size_t nf)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    double *zero = calloc(nf, sizeof(double));
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_bin(&pk, nf * sizeof(float));
+    msgpack_pack_bin_body(&pk, params, nf * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        msgpack_pack_bin(&pk, nf * sizeof(double));
+        msgpack_pack_bin_body(&pk, zero, nf * sizeof(double));
+    }
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    sim_err err = {0};
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    CHECK_MSG(fl_pfedgate.server_load(server, &u.data, &err) == SIM_OK, "%s", err.msg);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+    free(zero);
+}
+
+/* Client c's evaluation by server on its first 40 test samples: accuracy, density, and the last
+ * batch's gated parameters (left in m). */
+static double eval_on(void *server, const fl_env *env, int c, const fl_result *r, nn_model *m,
+                      double *dens)
+{
+    return fl_pfedgate.eval_client(server, c, r->priv.data, r->priv.size, env->test,
+                                   env->part->test_idx[c], 40, m, dens);
+}
+
+static void test_eval_own_copy(void)
+{
+    nn_dataset train = {0}, test = {0};
+    nn_partition part;
+    nn_arch a;
+    sim_err err = {0};
+    if (nn_fmnist_load(&train, &test, "/usr/share/datasets/fashion-mnist", &err)) {
+        printf("  (Fashion-MNIST not installed: skipped)\n");
+        return;
+    }
+    CHECK(nn_partition_iid(&part, &train, 200, 3, &err) == SIM_OK);
+    CHECK(nn_partition_local_test(&part, &train, &test, 0.2, 0, 1, &err) == SIM_OK);
+    CHECK(nn_arch_build(&a, "mlp:784-16-10", 1, 28, 28, 10, &err) == SIM_OK);
+    fl_config cfg = {.name = "pfedgate",
+                     .local_steps = 4,
+                     .batch_size = 32,
+                     .lr = 0.05,
+                     .lr_decay = 1,
+                     .server_lr = 1};
+    cfg.pfedgate = (fl_pfedgate_config){.s = 0.5, .blocks = 5, .paths = 2, .gate_lr = 0.1};
+    fl_env env = {&cfg, &a, &train, &test, &part, 4, 0, NULL};
+    size_t nf = a.layout.n_floats;
+    fl_worker w;
+    fl_worker_init(&w);
+    void *sv = fl_pfedgate.server_new(&env, &err);
+    cfg.pfedgate.eval_global = 1;
+    void *ref = fl_pfedgate.server_new(&env, &err);
+    cfg.pfedgate.eval_global = 0;
+    nn_model m, mr;
+    nn_model_init(&m, &a, 40);
+    nn_model_init(&mr, &a, 40);
+    float *start = malloc(sizeof(float) * nf), *global = malloc(sizeof(float) * nf);
+    fl_pfedgate.eval_params(sv, -1, NULL, 0, &m);
+    memcpy(start, m.params, sizeof(float) * nf);
+    fl_result r0, r1, r2;
+    job(&fl_pfedgate, &env, sv, 0, NULL, &r0, &w);
+    job(&fl_pfedgate, &env, sv, 1, NULL, &r1, &w);
+    job(&fl_pfedgate, &env, sv, 2, NULL, &r2, &w);
+    CHECK(fl_pfedgate.server_absorb(sv, 0, r0.up.data, r0.up.size, 1, 1, &err) == SIM_OK);
+    CHECK(fl_pfedgate.server_absorb(sv, 1, r1.up.data, r1.up.size, 1, 1, &err) == SIM_OK);
+    fl_pfedgate.server_aggregate(sv);
+    fl_pfedgate.eval_params(sv, -1, NULL, 0, &m);
+    memcpy(global, m.params, sizeof(float) * nf);
+    /* client 0's own copy: the start plus its change, on the blocks it sent */
+    fl_pg_blocks b;
+    fl_pg_blocks_build(&b, &a, 5, fl_pg_s_min(5, 0.5), 0);
+    float *own = malloc(sizeof(float) * nf), *d = malloc(sizeof(float) * nf);
+    memcpy(own, start, sizeof(float) * nf);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0, n = 0;
+    CHECK(msgpack_unpack_next(&u, r0.up.data, r0.up.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *bits = nn_map_get(&u.data, "blocks");
+    for (int i = 0; bits && i < b.n; i++)
+        n += (bits->via.bin.ptr[i / 8] >> (i % 8) & 1) ? b.len[i] : 0;
+    CHECK(nn_unpack_f32(d, n, nn_map_get(&u.data, "data"), "up", &err) == SIM_OK);
+    for (int i = 0, k = 0; bits && i < b.n; i++)
+        for (size_t e = 0; (bits->via.bin.ptr[i / 8] >> (i % 8) & 1) && e < b.len[i]; e++)
+            own[b.off[i] + e] += d[k++];
+    msgpack_unpacked_destroy(&u);
+    CHECK_MSG(n > 0 && n < b.d, "client 0 sent some blocks, not all (%zu of %zu)", n, b.d);
+    double dv, dr;
+    /* client 0 (absorbed): its own copy; client 2 (trained, not absorbed): the global model */
+    load_global(ref, own, nf);
+    double av = eval_on(sv, &env, 0, &r0, &m, &dv), ar = eval_on(ref, &env, 0, &r0, &mr, &dr);
+    CHECK_MSG(av == ar && dv == dr && !memcmp(m.params, mr.params, sizeof(float) * nf),
+              "an absorbed client is evaluated on its own copy: %g/%g, density %g/%g", av, ar, dv,
+              dr);
+    load_global(ref, global, nf);
+    eval_on(ref, &env, 0, &r0, &mr, &dr);
+    CHECK_MSG(memcmp(m.params, mr.params, sizeof(float) * nf) != 0,
+              "its own copy is not the new global model");
+    av = eval_on(sv, &env, 2, &r2, &m, &dv), ar = eval_on(ref, &env, 2, &r2, &mr, &dr);
+    CHECK_MSG(av == ar && !memcmp(m.params, mr.params, sizeof(float) * nf),
+              "a client not absorbed is evaluated on the new global model");
+    fl_pfedgate.server_round_end(sv);
+    av = eval_on(sv, &env, 0, &r0, &m, &dv), ar = eval_on(ref, &env, 0, &r0, &mr, &dr);
+    CHECK_MSG(av == ar && !memcmp(m.params, mr.params, sizeof(float) * nf),
+              "after the aggregation's event, the global model for everyone");
+    fl_result_destroy(&r0), fl_result_destroy(&r1), fl_result_destroy(&r2);
+    fl_pg_blocks_free(&b);
+    free(start), free(global), free(own), free(d);
+    nn_model_destroy(&m), nn_model_destroy(&mr);
+    fl_pfedgate.server_free(sv), fl_pfedgate.server_free(ref);
+    fl_worker_destroy(&w);
+    nn_partition_destroy(&part);
+    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+}
+
 int main(void)
 {
     test_blocks();
     test_gate(1);
     test_gate(2);
     test_equals_fedavg();
+    test_eval_own_copy();
     return CHECK_DONE();
 }

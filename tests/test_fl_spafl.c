@@ -427,7 +427,7 @@ static void test_run_events(void)
         char *end = strchr(p, '\n');
         if (*p != '#' && *p != 'r') {
             const char *tab = p;
-            for (int c = 0; c < 11 && tab; c++)
+            for (int c = 0; c < 12 && tab; c++) /* density: the 13th column */
                 tab = strchr(tab + 1, '\t');
             double d = tab ? atof(tab + 1) : -1;
             if (d_first < 0) d_first = d;

@@ -444,6 +444,38 @@ static void test_memory(void)
     nn_model_destroy(&m);
 }
 
+/* nn_model_init_fit_live: at width 1/4 of mlp:16-8-8-3, the first layer's live rows (all 16
+ * inputs live) keep their draws, the next layers' live weights and biases (2 of 8 inputs live)
+ * grow by √(8/2) = 2, reaching past the full model's bound 1/√8; dead weights stay as drawn. */
+static void test_init_fit_live(void)
+{
+    nn_arch a;
+    build(&a, "mlp:16-8-8-3", 16, 1, 1, 3);
+    nn_model m;
+    nn_model_init(&m, &a, 2);
+    nn_model_init_params(&m, &rng);
+    size_t nf = a.layout.n_floats;
+    float *before = malloc(sizeof(float) * nf);
+    memcpy(before, m.params, sizeof(float) * nf);
+    nn_model_set_width(&m, 0.25, 0);
+    nn_model_init_fit_live(&m);
+    int bad = 0;
+    float biggest = 0;
+    for (int i = 0; i < a.layout.n; i++) {
+        const nn_tensor *t = &a.layout.t[i];
+        int first = t->name[0] == 'f' && t->name[2] == '1'; /* "fc1.w", "fc1.b" */
+        for (size_t j = t->off; j < t->off + (size_t)t->rows * t->cols; j++) {
+            float want = m.live[j] && !first ? 2 * before[j] : before[j];
+            bad += m.params[j] != want;
+            if (m.live[j] && !first) biggest = fmaxf(biggest, fabsf(m.params[j]));
+        }
+    }
+    CHECK_MSG(bad == 0 && biggest > 1 / sqrtf(8) && biggest <= 1 / sqrtf(2),
+              "fit to the live fan-in: %d values off, largest %g", bad, biggest);
+    free(before);
+    nn_model_destroy(&m);
+}
+
 /* nn_model_nest_width keeps the gradients: a full pass plus a nested half-width pass leave the
  * sum of the two passes' gradients, each as computed on its own. */
 static void test_nest_width(void)
@@ -524,6 +556,7 @@ int main(void)
     sim_rng_seed(&rng, 7, SIM_RNG_TEST, 1);
     test_param_counts();
     test_nest_width();
+    test_init_fit_live();
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1, 1);
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5, 1);
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 0.5, 2);

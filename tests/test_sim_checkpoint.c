@@ -13,10 +13,18 @@
  *   - a sweep stopped in a point and run again resumes it and runs the rest, byte-identical to an
  *     uninterrupted sweep; run again after that it keeps every finished point (outputs not
  *     rewritten), unless the folder's scenario.yaml is another scenario's;
- *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own.
+ *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own;
+ *   - a personalized run's checkpoint holds the last evaluation's mean personalized accuracy (a
+ *     resumed run's progress line shows it until the next evaluation, not NaN).
  */
 #include "tests/check.h"
 #include "tests/files.h"
+
+#include "sim/checkpoint.h"
+
+#include <math.h>
+#include <msgpack.h>
+#include <stdio.h>
 
 #include <signal.h>
 #include <stdlib.h>
@@ -139,6 +147,52 @@ static int metrics_lines(const char *name)
     return n;
 }
 
+/* Column col (0-based) of the last line of dir/name/metrics.tsv; NaN when absent. */
+static double last_metric(const char *name, int col)
+{
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/%s/metrics.tsv", dir, name);
+    char *t = test_slurp(p, &len);
+    double v = NAN;
+    if (t && len > 1) {
+        size_t i = len - 1;
+        while (i > 0 && t[i - 1] != '\n')
+            i--;
+        const char *f = t + i;
+        for (int c = 0; c < col && f; c++)
+            f = strchr(f, '\t') ? strchr(f, '\t') + 1 : NULL;
+        if (f) v = strtod(f, NULL);
+    }
+    free(t);
+    return v;
+}
+
+/* The mean personalized accuracy in dir/name's checkpoint (its totals, the 9th field, end with
+ * it: engine.c); NaN when the checkpoint or the field is missing. */
+static double ckpt_acc_pers(const char *name)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s/checkpoint.msgpack", dir, name);
+    void *buf;
+    size_t len;
+    sim_err err;
+    if (sim_checkpoint_read(p, &buf, &len, &err) != SIM_OK) return NAN;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    double v = NAN;
+    if (msgpack_unpack_next(&u, buf, len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size > 8) {
+        const msgpack_object *t = &u.data.via.array.ptr[8];
+        if (t->type == MSGPACK_OBJECT_ARRAY && t->via.array.size == 11 &&
+            t->via.array.ptr[10].type == MSGPACK_OBJECT_FLOAT64)
+            v = t->via.array.ptr[10].via.f64;
+    }
+    msgpack_unpacked_destroy(&u);
+    free(buf);
+    return v;
+}
+
 /* The checkpoint of dir/name is rejected (exit 2, message naming it) and no output changes. */
 static void check_rejected(const char *name, const char *why, const char *expect)
 {
@@ -223,6 +277,15 @@ int main(void)
     CHECK_MSG(metrics_lines("long") < 2 + 101, "SIGINT: the run stopped before its end");
     CHECK(resume("long", "--workers 2") == 0);
     CHECK_MSG(test_same_outputs(dir, "long-full", "long", 1), "SIGINT then resume = uninterrupted");
+
+    /* (g) a personalized run's checkpoint carries its last mean personalized accuracy: pFedGate
+     * on tiny.yaml evaluates every round, so the checkpoint at round 2 holds round 2's
+     * acc_pers_mean (column 8 of metrics.tsv, written with 6 decimals) */
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "pers",
+              "--workers 0 --checkpoint-every 2 --set algorithm.name=pfedgate") == 130);
+    double want = last_metric("pers", 7), got = ckpt_acc_pers("pers");
+    CHECK_MSG(want > 0 && fabs(got - want) < 1e-6,
+              "checkpoint holds acc_pers %.6f (metrics.tsv %.6f)", got, want);
 
     /* (c) a corrupted, truncated or foreign checkpoint is never loaded */
     const char *bad[] = {"flip", "cut", "foreign"};

@@ -113,12 +113,12 @@ static void test_shift(void)
     int rows = 0, same = 1;
     for (char *line = txt ? strchr(strstr(txt, "acc_shift_1"), '\n') : NULL; line && line[1];
          line = strchr(line + 1, '\n')) {
-        double v[15];
-        int n = sscanf(line + 1, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf",
+        double v[16];
+        int n = sscanf(line + 1, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf",
                        &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-                       &v[11], &v[12], &v[13], &v[14]);
-        rows++;
-        same &= n == 15 && v[7] == v[12] && v[14] >= 0 && v[14] <= 1;
+                       &v[11], &v[12], &v[13], &v[14], &v[15]);
+        rows++; /* acc_pers_mean is column 8, acc_shift_0 column 14 */
+        same &= n == 16 && v[7] == v[13] && v[15] >= 0 && v[15] <= 1;
     }
     CHECK_MSG(rows == 5 && same, "%d rows with acc_shift_0 = acc_pers_mean", rows);
     free(txt);

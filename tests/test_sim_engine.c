@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -446,6 +447,73 @@ static void test_staleness_weights(void)
     CHECK_NEAR(sim_staleness_weight(&f, 6), 1.0 / 5, 1e-15); /* 1/(2·(6−4)+1) */
 }
 
+/* metrics.tsv's personalized columns on the tiny scenario (Dirichlet: clients' test splits of
+ * unequal sizes), against clients.tsv's final accuracies: acc_pers_mean is their plain mean,
+ * acc_pers_pooled their mean weighted by each client's test split (all samples pooled). */
+static void test_pooled_accuracy(void)
+{
+    const char *path = write_file("pooled.yaml", "name: pooled\nseed: 7\nrounds: 2\n"
+                                                 "dataset: {name: synth-pews-3.2k}\n"
+                                                 "partition: {scheme: dirichlet, clients: 8, "
+                                                 "alpha: 0.5, min_size: 20, local_test: 0.2}\n"
+                                                 "model: fedpews-mlp\n"
+                                                 "algorithm: {name: fedavg, batch_size: 32}\n"
+                                                 "federation: {per_round: 4}\n"
+                                                 "eval: {every: 1, personalized: true}\n");
+    char out[128], p[160];
+    snprintf(out, sizeof out, "%s/pooled-out", dir);
+    sim_scenario sc;
+    sim_err err = {0};
+    CHECK(sim_scenario_load(&sc, path, NULL, 0, &err) == SIM_OK);
+    sc.spec.out_dir = out;
+    sc.spec.quiet = 1;
+    CHECK(mkdir(out, 0755) == 0);
+    sim_engine *e;
+    CHECK(sim_engine_new(&e, &sc.spec, &err) == SIM_OK);
+    CHECK(sim_engine_run(e, &err) == SIM_OK);
+    sim_engine_free(e);
+    const nn_partition *part = sc.spec.env.part;
+    double mean = 0, hit = 0, all = 0, acc;
+    int c, k = 0, unequal = 0;
+    snprintf(p, sizeof p, "%s/clients.tsv", out);
+    FILE *f = fopen(p, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *last = strrchr(line, '\t');
+        if (sscanf(line, "%d", &c) != 1 || !last || c < 0 || c >= part->n_clients) continue;
+        acc = atof(last + 1);
+        mean += acc, k++;
+        hit += acc * part->n_test[c], all += part->n_test[c];
+        unequal |= part->n_test[c] != part->n_test[0];
+    }
+    if (f) fclose(f);
+    CHECK_MSG(k == 8 && unequal, "8 clients with test splits of unequal sizes (%d)", k);
+    snprintf(p, sizeof p, "%s/metrics.tsv", out);
+    f = fopen(p, "r");
+    char head[512] = "", row[512] = "";
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "round\t", 6))
+            snprintf(head, sizeof head, "%s", line);
+        else if (line[0] != '#')
+            snprintf(row, sizeof row, "%s", line);
+    if (f) fclose(f);
+    double col[2] = {NAN, NAN};
+    const char *want[2] = {"acc_pers_mean", "acc_pers_pooled"};
+    for (int w = 0; w < 2; w++) {
+        const char *h = head, *v = row;
+        while (*h && strncmp(h, want[w], strlen(want[w])) != 0) {
+            h = strchr(h, '\t') ? strchr(h, '\t') + 1 : "";
+            v = strchr(v, '\t') ? strchr(v, '\t') + 1 : "";
+        }
+        if (*h) col[w] = atof(v);
+    }
+    CHECK_MSG(fabs(col[0] - mean / 8) < 2e-6 && fabs(col[1] - hit / all) < 2e-6 &&
+                      fabs(col[0] - col[1]) > 1e-4,
+              "acc_pers_mean %.6f = mean %.6f; acc_pers_pooled %.6f = weighted %.6f", col[0],
+              mean / 8, col[1], hit / all);
+    sim_scenario_destroy(&sc);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/fedsim-engine-XXXXXX");
@@ -465,6 +533,7 @@ int main(void)
     test_async_waits_for_clients();
     test_max_time_evaluates();
     test_paths_resolved();
+    test_pooled_accuracy();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
