@@ -160,39 +160,65 @@ static void read_up(const fl_result *r, float *v, size_t n)
     msgpack_unpacked_destroy(&u);
 }
 
+/* Fashion-MNIST over 200 IID clients (20% of each client's size as its test split, from the test
+ * set), an MLP, pFedGate at budget s: what the job-level tests share. Returns 0 (skipped) when
+ * the dataset is not installed. f must stay put: env points into it. */
+typedef struct fixture {
+    nn_dataset train, test;
+    nn_partition part;
+    nn_arch a;
+    fl_config cfg;
+    fl_env env;
+    fl_worker w;
+} fixture;
+
+static int fixture_init(fixture *f, double s)
+{
+    sim_err err = {0};
+    memset(f, 0, sizeof *f);
+    if (nn_fmnist_load(&f->train, &f->test, "/usr/share/datasets/fashion-mnist", &err)) {
+        printf("  (Fashion-MNIST not installed: skipped)\n");
+        return 0;
+    }
+    CHECK(nn_partition_iid(&f->part, &f->train, 200, 3, &err) == SIM_OK);
+    CHECK(nn_partition_local_test(&f->part, &f->train, &f->test, 0.2, 0, 1, &err) == SIM_OK);
+    CHECK(nn_arch_build(&f->a, "mlp:784-16-10", 1, 28, 28, 10, &err) == SIM_OK);
+    f->cfg = (fl_config){.name = "pfedgate",
+                         .local_steps = 4,
+                         .batch_size = 32,
+                         .lr = 0.05,
+                         .lr_decay = 1,
+                         .server_lr = 1};
+    f->cfg.pfedgate = (fl_pfedgate_config){.s = s, .blocks = 5, .paths = 2, .gate_lr = 0.1};
+    f->env = (fl_env){&f->cfg, &f->a, &f->train, &f->test, &f->part, 4, 0, NULL};
+    fl_worker_init(&f->w);
+    return 1;
+}
+
+static void fixture_free(fixture *f)
+{
+    fl_worker_destroy(&f->w);
+    nn_partition_destroy(&f->part);
+    nn_dataset_destroy(&f->train), nn_dataset_destroy(&f->test);
+}
+
 /* A gate fixed at G = M = 1 with budget 1 makes pFedGate FedAvg: the same changes uploaded (as
  * every block), and the same global model after per-block aggregation. At M = 1/2 the model
  * trains θ/2, and its gradient reaches θ halved. */
 static void test_equals_fedavg(void)
 {
-    nn_dataset train = {0}, test = {0};
-    nn_partition part;
-    nn_arch a;
+    fixture f;
+    if (!fixture_init(&f, 1)) return;
+    f.cfg.pfedgate.gate_lr = 0; /* the gate stays as fixed */
     sim_err err = {0};
-    if (nn_fmnist_load(&train, &test, "/usr/share/datasets/fashion-mnist", &err)) {
-        printf("  (Fashion-MNIST not installed: skipped)\n");
-        return;
-    }
-    CHECK(nn_partition_iid(&part, &train, 200, 3, &err) == SIM_OK);
-    CHECK(nn_arch_build(&a, "mlp:784-16-10", 1, 28, 28, 10, &err) == SIM_OK);
-    fl_config cfg = {.name = "pfedgate",
-                     .local_steps = 4,
-                     .batch_size = 32,
-                     .lr = 0.05,
-                     .lr_decay = 1,
-                     .server_lr = 1};
-    cfg.pfedgate = (fl_pfedgate_config){.s = 1, .blocks = 5, .paths = 2};
-    fl_env env = {&cfg, &a, &train, &test, &part, 4, 0, NULL};
-    size_t nf = a.layout.n_floats;
-    fl_worker w;
-    fl_worker_init(&w);
-    void *sg = fl_pfedgate.server_new(&env, &err), *sa = fl_fedavg.server_new(&env, &err);
+    size_t nf = f.a.layout.n_floats;
+    void *sg = fl_pfedgate.server_new(&f.env, &err), *sa = fl_fedavg.server_new(&f.env, &err);
     fl_pg_blocks b;
-    fl_pg_blocks_build(&b, &a, 5, fl_pg_s_min(5, 1), 0);
+    fl_pg_blocks_build(&b, &f.a, 5, fl_pg_s_min(5, 1), 0);
     fl_pg_gate gt;
     sim_rng r;
     sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
-    fl_pg_gate_init(&gt, a.in_c, a.in_h * a.in_w, b.n, 2, 32, &r);
+    fl_pg_gate_init(&gt, f.a.in_c, f.a.in_h * f.a.in_w, b.n, 2, 32, &r);
     fl_pg_gate_fix(&gt, 1);
     msgpack_sbuffer priv;
     msgpack_sbuffer_init(&priv);
@@ -203,9 +229,9 @@ static void test_equals_fedavg(void)
     double worst = 0;
     for (int c = 0; c < 2; c++) {
         fl_result rg, ra;
-        job(&fl_pfedgate, &env, sg, c, &priv, &rg, &w);
-        job(&fl_fedavg, &env, sa, c, NULL, &ra, &w);
-        CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
+        job(&fl_pfedgate, &f.env, sg, c, &priv, &rg, &f.w);
+        job(&fl_fedavg, &f.env, sa, c, NULL, &ra, &f.w);
+        CHECK(nn_unpack_params(da, &f.a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
         read_up(&rg, dg, b.d);
         for (int i = 0, k = 0; i < b.n; i++)
             for (size_t e = 0; e < b.len[i]; e++, k++)
@@ -219,8 +245,8 @@ static void test_equals_fedavg(void)
     fl_pfedgate.server_aggregate(sg);
     fl_fedavg.server_aggregate(sa);
     nn_model mg, ma;
-    nn_model_init(&mg, &a, 1);
-    nn_model_init(&ma, &a, 1);
+    nn_model_init(&mg, &f.a, 1);
+    nn_model_init(&ma, &f.a, 1);
     fl_pfedgate.eval_params(sg, -1, NULL, 0, &mg);
     fl_fedavg.eval_params(sa, -1, NULL, 0, &ma);
     worst = 0;
@@ -253,11 +279,11 @@ static void test_equals_fedavg(void)
     CHECK(fl_fedavg.server_load(sa, &hu.data, &err) == SIM_OK);
     msgpack_unpacked_destroy(&hu);
     fl_result rg, ra;
-    job(&fl_pfedgate, &env, sg, 0, &priv, &rg, &w);
-    cfg.lr = 0.05 / 4;
-    job(&fl_fedavg, &env, sa, 0, NULL, &ra, &w);
-    cfg.lr = 0.05;
-    CHECK(nn_unpack_params(da, &a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
+    job(&fl_pfedgate, &f.env, sg, 0, &priv, &rg, &f.w);
+    f.cfg.lr = 0.05 / 4;
+    job(&fl_fedavg, &f.env, sa, 0, NULL, &ra, &f.w);
+    f.cfg.lr = 0.05;
+    CHECK(nn_unpack_params(da, &f.a, ra.up.data, ra.up.size, "fedavg", &err) == SIM_OK);
     read_up(&rg, dg, b.d);
     worst = 0;
     double scale = 0;
@@ -278,9 +304,7 @@ static void test_equals_fedavg(void)
     fl_pg_blocks_free(&b);
     free(dg), free(da);
     fl_pfedgate.server_free(sg), fl_fedavg.server_free(sa);
-    fl_worker_destroy(&w);
-    nn_partition_destroy(&part);
-    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+    fixture_free(&f);
 }
 
 /* The server state [global, num = 0, den = 0] that pfedgate_load takes, holding params. */
@@ -320,42 +344,24 @@ static double eval_on(void *server, const fl_env *env, int c, const fl_result *r
 
 static void test_eval_own_copy(void)
 {
-    nn_dataset train = {0}, test = {0};
-    nn_partition part;
-    nn_arch a;
+    fixture f;
+    if (!fixture_init(&f, 0.5)) return;
     sim_err err = {0};
-    if (nn_fmnist_load(&train, &test, "/usr/share/datasets/fashion-mnist", &err)) {
-        printf("  (Fashion-MNIST not installed: skipped)\n");
-        return;
-    }
-    CHECK(nn_partition_iid(&part, &train, 200, 3, &err) == SIM_OK);
-    CHECK(nn_partition_local_test(&part, &train, &test, 0.2, 0, 1, &err) == SIM_OK);
-    CHECK(nn_arch_build(&a, "mlp:784-16-10", 1, 28, 28, 10, &err) == SIM_OK);
-    fl_config cfg = {.name = "pfedgate",
-                     .local_steps = 4,
-                     .batch_size = 32,
-                     .lr = 0.05,
-                     .lr_decay = 1,
-                     .server_lr = 1};
-    cfg.pfedgate = (fl_pfedgate_config){.s = 0.5, .blocks = 5, .paths = 2, .gate_lr = 0.1};
-    fl_env env = {&cfg, &a, &train, &test, &part, 4, 0, NULL};
-    size_t nf = a.layout.n_floats;
-    fl_worker w;
-    fl_worker_init(&w);
-    void *sv = fl_pfedgate.server_new(&env, &err);
-    cfg.pfedgate.eval_global = 1;
-    void *ref = fl_pfedgate.server_new(&env, &err);
-    cfg.pfedgate.eval_global = 0;
+    size_t nf = f.a.layout.n_floats;
+    void *sv = fl_pfedgate.server_new(&f.env, &err);
+    f.cfg.pfedgate.eval_global = 1;
+    void *ref = fl_pfedgate.server_new(&f.env, &err);
+    f.cfg.pfedgate.eval_global = 0;
     nn_model m, mr;
-    nn_model_init(&m, &a, 40);
-    nn_model_init(&mr, &a, 40);
+    nn_model_init(&m, &f.a, 40);
+    nn_model_init(&mr, &f.a, 40);
     float *start = malloc(sizeof(float) * nf), *global = malloc(sizeof(float) * nf);
     fl_pfedgate.eval_params(sv, -1, NULL, 0, &m);
     memcpy(start, m.params, sizeof(float) * nf);
     fl_result r0, r1, r2;
-    job(&fl_pfedgate, &env, sv, 0, NULL, &r0, &w);
-    job(&fl_pfedgate, &env, sv, 1, NULL, &r1, &w);
-    job(&fl_pfedgate, &env, sv, 2, NULL, &r2, &w);
+    job(&fl_pfedgate, &f.env, sv, 0, NULL, &r0, &f.w);
+    job(&fl_pfedgate, &f.env, sv, 1, NULL, &r1, &f.w);
+    job(&fl_pfedgate, &f.env, sv, 2, NULL, &r2, &f.w);
     CHECK(fl_pfedgate.server_absorb(sv, 0, r0.up.data, r0.up.size, 1, 1, &err) == SIM_OK);
     CHECK(fl_pfedgate.server_absorb(sv, 1, r1.up.data, r1.up.size, 1, 1, &err) == SIM_OK);
     fl_pfedgate.server_aggregate(sv);
@@ -363,7 +369,7 @@ static void test_eval_own_copy(void)
     memcpy(global, m.params, sizeof(float) * nf);
     /* client 0's own copy: the start plus its change, on the blocks it sent */
     fl_pg_blocks b;
-    fl_pg_blocks_build(&b, &a, 5, fl_pg_s_min(5, 0.5), 0);
+    fl_pg_blocks_build(&b, &f.a, 5, fl_pg_s_min(5, 0.5), 0);
     float *own = malloc(sizeof(float) * nf), *d = malloc(sizeof(float) * nf);
     memcpy(own, start, sizeof(float) * nf);
     msgpack_unpacked u;
@@ -382,19 +388,19 @@ static void test_eval_own_copy(void)
     double dv, dr;
     /* client 0 (absorbed): its own copy; client 2 (trained, not absorbed): the global model */
     load_global(ref, own, nf);
-    double av = eval_on(sv, &env, 0, &r0, &m, &dv), ar = eval_on(ref, &env, 0, &r0, &mr, &dr);
+    double av = eval_on(sv, &f.env, 0, &r0, &m, &dv), ar = eval_on(ref, &f.env, 0, &r0, &mr, &dr);
     CHECK_MSG(av == ar && dv == dr && !memcmp(m.params, mr.params, sizeof(float) * nf),
               "an absorbed client is evaluated on its own copy: %g/%g, density %g/%g", av, ar, dv,
               dr);
     load_global(ref, global, nf);
-    eval_on(ref, &env, 0, &r0, &mr, &dr);
+    eval_on(ref, &f.env, 0, &r0, &mr, &dr);
     CHECK_MSG(memcmp(m.params, mr.params, sizeof(float) * nf) != 0,
               "its own copy is not the new global model");
-    av = eval_on(sv, &env, 2, &r2, &m, &dv), ar = eval_on(ref, &env, 2, &r2, &mr, &dr);
+    av = eval_on(sv, &f.env, 2, &r2, &m, &dv), ar = eval_on(ref, &f.env, 2, &r2, &mr, &dr);
     CHECK_MSG(av == ar && !memcmp(m.params, mr.params, sizeof(float) * nf),
               "a client not absorbed is evaluated on the new global model");
     fl_pfedgate.server_round_end(sv);
-    av = eval_on(sv, &env, 0, &r0, &m, &dv), ar = eval_on(ref, &env, 0, &r0, &mr, &dr);
+    av = eval_on(sv, &f.env, 0, &r0, &m, &dv), ar = eval_on(ref, &f.env, 0, &r0, &mr, &dr);
     CHECK_MSG(av == ar && !memcmp(m.params, mr.params, sizeof(float) * nf),
               "after the aggregation's event, the global model for everyone");
     fl_result_destroy(&r0), fl_result_destroy(&r1), fl_result_destroy(&r2);
@@ -402,9 +408,7 @@ static void test_eval_own_copy(void)
     free(start), free(global), free(own), free(d);
     nn_model_destroy(&m), nn_model_destroy(&mr);
     fl_pfedgate.server_free(sv), fl_pfedgate.server_free(ref);
-    fl_worker_destroy(&w);
-    nn_partition_destroy(&part);
-    nn_dataset_destroy(&train), nn_dataset_destroy(&test);
+    fixture_free(&f);
 }
 
 int main(void)
