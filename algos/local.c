@@ -81,19 +81,20 @@ static void local_aggregate(void *p)
     (void)p;
 }
 
+/* A client's own model at its width; one that has not trained yet holds the model it would
+ * start from (local_train's). */
 static double local_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
 {
     local_server *s = p;
     nn_model_reset_narrowing(m);
-    if (client >= 0 && priv &&
-        nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) ==
-                SIM_OK) {
-        double w = local_width(s->env, client);
-        if (w < 1) nn_model_set_width(m, w, 0);
-        return nn_model_unit_density(m);
-    }
-    memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
-    return 1.0;
+    int own = client >= 0 && priv &&
+              nn_unpack_params(m->params, s->env->arch, priv, priv_len, "private state", NULL) ==
+                      SIM_OK;
+    if (!own) memcpy(m->params, s->init, s->env->arch->layout.n_floats * sizeof(float));
+    double w = client >= 0 ? local_width(s->env, client) : 1;
+    if (w < 1) nn_model_set_width(m, w, 0);
+    if (!own) nn_model_init_fit_live(m);
+    return nn_model_unit_density(m);
 }
 
 /* The server holds only the initial model, which local_new rebuilds from the seed; the clients'

@@ -443,10 +443,10 @@ void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM)
  * Evaluation: each client's gate, in eval mode, on its test split in batches of 128 (one mask
  * per batch, as the code). As the code, a client whose upload the aggregation just absorbed is
  * evaluated on its own post-training copy: the global model it started from plus its change,
- * rebuilt from the global model before the aggregation and its upload (exact: a job changes only
- * the blocks it uploads), both kept only until the aggregation's event ends; the others, and
- * every client at evaluations between aggregations, on the new global model
- * (`pfedgate.eval: global`: everyone on it, always). */
+ * rebuilt from the global model before the aggregation and its upload (exact up to float
+ * rounding: a job changes only the blocks it uploads; sync only, as an async update was trained
+ * from an older model), both kept only until the aggregation's event ends; the others on the new
+ * global model (`pfedgate.eval: global`, async's default: everyone on it). */
 
 enum { PG_EVAL_BATCH = 128 };
 

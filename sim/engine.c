@@ -83,9 +83,8 @@ struct sim_engine {
     int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
     sim_time retry_at; /* async: when a pending wake-up refills idle slots (-1: none pending) */
-    int eval_round;    /* round and time of the last evaluation (-1: none yet) */
-    sim_time eval_time;
-    sim_totals tot; /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
+    int eval_round;    /* round of the last evaluation (-1: none yet) */
+    sim_totals tot;    /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
     /* outputs */
     FILE *metrics, *clients_f, *events_f, *timeline_f;
     msgpack_packer events_pk;
@@ -467,7 +466,6 @@ static void evaluate(sim_engine *e)
 {
     const fl_env *env = &e->spec.env;
     e->eval_round = e->round;
-    e->eval_time = e->now;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
     double pmean = NAN, p10 = NAN, pw = NAN, density = NAN, shift_acc[SIM_MAX_SHIFTS];
     for (int i = 0; i < SIM_MAX_SHIFTS; i++)
@@ -786,7 +784,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  *   ["fedsim-checkpoint", CKPT_VERSION, name, seed, scenario_hash, n_clients,
  *    [bytes of metrics.tsv, clients.tsv, events.msgpack, timeline.tsv],
  *    [now, round, round_open, target, in_flight, n_arrived, next_job, dispatches, participants,
- *     next_eval_time, retry_at, eval_round, eval_time, start_pending],
+ *     next_eval_time, retry_at, eval_round, start_pending],
  *    [bytes_up, bytes_down, flops, jobs, dropped, late, excluded, events, acc_global, loss_global,
  *     acc_pers],
  *    arrived (sync: client ids), buffered (async: [client, staleness, up, up_len, weight]...),
@@ -799,7 +797,7 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  * Messages are bin or nil; perm is raw native-order uint32 (the same build reads it back). The
  * heap array is stored as is, so the restored queue pops in the same order. */
 
-enum { CKPT_VERSION = 3, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
+enum { CKPT_VERSION = 4, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
                                          "timeline.tsv"};
@@ -856,7 +854,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_array(pk, 4);
     for (int i = 0; i < 4; i++)
         msgpack_pack_uint64(pk, len[i]);
-    msgpack_pack_array(pk, 14);
+    msgpack_pack_array(pk, 13);
     msgpack_pack_int64(pk, e->now);
     msgpack_pack_int(pk, e->round);
     msgpack_pack_int(pk, e->round_open);
@@ -869,7 +867,6 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     msgpack_pack_int64(pk, e->next_eval_time);
     msgpack_pack_int64(pk, e->retry_at);
     msgpack_pack_int(pk, e->eval_round);
-    msgpack_pack_int64(pk, e->eval_time);
     msgpack_pack_int(pk, e->start_pending);
     const sim_totals *t = &e->tot;
     msgpack_pack_array(pk, 11);
@@ -1065,7 +1062,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     if (s.bad) return ckpt_bad(path, "output lengths", err);
     int sync = e->spec.fed.mode == SIM_SYNC;
     int cap = arrival_cap(&e->spec.fed, e->n);
-    rd_sub(&r, &s, 14);
+    rd_sub(&r, &s, 13);
     e->now = rd_int(&s, 0, INT64_MAX);
     e->round = (int)rd_int(&s, 0, INT32_MAX);
     e->round_open = (int)rd_int(&s, 0, 1);
@@ -1079,7 +1076,6 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     e->next_eval_time = rd_int(&s, 0, INT64_MAX);
     e->retry_at = rd_int(&s, -1, INT64_MAX);
     e->eval_round = (int)rd_int(&s, -1, INT32_MAX);
-    e->eval_time = rd_int(&s, 0, INT64_MAX);
     e->start_pending = (int)rd_int(&s, 0, sync);
     if (s.bad) return ckpt_bad(path, "protocol state", err);
     sim_totals *t = &e->tot;
@@ -1353,8 +1349,10 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         if (e->stopped) break;
     }
     if (e->stopped) return rc; /* the checkpoint holds the rest; clients.tsv comes at the end */
-    /* a run cut short by max_time (or with nothing left to do) still ends on an evaluation */
-    if (!rc && (e->eval_round != e->round || e->eval_time != e->now)) evaluate(e);
+    /* a run cut short by max_time (or with nothing left to do) still ends on an evaluation; one
+     * at its last aggregation already is (evaluated again later, pFedGate's clients would lose
+     * their own copies, dropped as the aggregation's event ended) */
+    if (!rc && e->eval_round != e->round) evaluate(e);
     if (!rc && e->spec.fed.mode == SIM_ASYNC && !e->done && e->round < e->spec.fed.rounds &&
         e->spec.fed.max_time == 0 && !sim_queue_peek(&e->q))
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,

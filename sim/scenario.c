@@ -486,9 +486,16 @@ static const char *const PG_AGGREGATE[] = {"paper", "code", NULL};
 static const char *const PG_EVAL[] = {"own", "global", NULL};
 
 /* `algorithm.pfedgate:` (read for pfedgate, checked for the others). s is a density budget in
- * (0, 1], or `capacity`: each client's devices.capacity. */
-static int load_pfedgate(fl_pfedgate_config *c, section *alg, sim_err *err)
+ * (0, 1], or `capacity`: each client's devices.capacity. eval defaults to own, or to global
+ * under async (federation.mode: its value, read ahead of the federation section), where an
+ * update was trained from an older global model, so the client's copy cannot be rebuilt. */
+static int load_pfedgate(fl_pfedgate_config *c, section *alg, const sim_yaml *doc, sim_err *err)
 {
+    const sim_yaml *fed = sim_yaml_get(doc, "federation"),
+                   *mode = fed ? sim_yaml_get(fed, "mode") : NULL;
+    const char *mv = NULL;
+    sim_err ignored;
+    int async = mode && sim_yaml_str(mode, "mode", &mv, &ignored) == SIM_OK && !strcmp(mv, "async");
     char pre[96], sv[32];
     section s = sub(alg, "pfedgate", pre, sizeof pre);
     int rc = need_map(&s, "pfedgate", err);
@@ -507,8 +514,15 @@ static int load_pfedgate(fl_pfedgate_config *c, section *alg, sim_err *err)
         (rc = get_double(&s, "gate_lr", 0, 1e3, 0.1, &c->gate_lr, err)) ||
         (rc = get_double(&s, "clip", 0, 1e9, 10, &c->clip, err)))
         return rc;
-    if ((rc = get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err))) return rc;
-    return get_choice(&s, "eval", PG_EVAL, 0, &c->eval_global, err);
+    if ((rc = get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err)) ||
+        (rc = get_choice(&s, "eval", PG_EVAL, async, &c->eval_global, err)))
+        return rc;
+    if (async && !c->eval_global)
+        return sim_yaml_fail(sim_yaml_get(s.map, "eval"), err,
+                             "eval: own needs federation.mode: sync (an async update was trained "
+                             "from an older global model, so the client's own copy cannot be "
+                             "rebuilt); use eval: global");
+    return SIM_OK;
 }
 
 /* `algorithm.pa3dfl:` (read for pa3dfl, checked for the others). Defaults: spec 004's Fashion
@@ -643,7 +657,7 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         (rc = load_pews(&c->pews, &s, sc->spec.fed.rounds, err)))
         return rc;
     if ((!strcmp(c->name, "pfedgate") || sim_yaml_get(s.map, "pfedgate")) &&
-        (rc = load_pfedgate(&c->pfedgate, &s, err)))
+        (rc = load_pfedgate(&c->pfedgate, &s, sc->doc, err)))
         return rc;
     if ((!strncmp(c->name, "dmpfl", 5) || sim_yaml_get(s.map, "dmpfl")) &&
         (rc = load_dmpfl(&c->dmpfl, &s, sc->spec.fed.rounds, err)))

@@ -83,6 +83,10 @@ static void test_bad(void)
              "bad.yaml:6:44: sparsity: 1.5 is out of range"},
             {"name: fedavg", "name: dmpfl, dmpfl: {phase1: 0.8, phase2a: 0.5}",
              "bad.yaml:6:56: dmpfl: phase1 0.8 + phase2a 0.5 is more than a whole iteration"},
+            {"batch_size: 16}\nfederation: {per_round: 2}",
+             "batch_size: 16, pfedgate: {eval: own}}\n"
+             "federation: {mode: async, concurrency: 2, buffer: 2}",
+             "bad.yaml:6:76: eval: own needs federation.mode: sync"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);

@@ -409,6 +409,35 @@ static void test_max_time_evaluates(void)
     free(r.trace);
 }
 
+/* 2026-11-23 review: a run cut by max_time right after an evaluated aggregation is not
+ * evaluated again at max_time (pFedGate's clients, evaluated on their own trained copies at the
+ * aggregation, would be scored a second time on the global model alone). */
+static void test_max_time_no_second_evaluation(void)
+{
+    const char *set[] = {"algorithm.name=pfedgate", "eval={every: 1, personalized: true}", ""};
+    run full, cut;
+    run_text(&full, base_yaml(), set, 2);
+    CHECK_MSG(full.rc == 0, "%s", full.err);
+    /* max_time midway between the 2nd and 3rd aggregations */
+    double at[3] = {0};
+    int k = 0;
+    for (const char *p = full.trace; p && (p = strstr(p, "] aggregate ")) && k < 3; p++) {
+        const char *b = p;
+        while (b > full.trace && b[-1] != '[')
+            b--;
+        at[k++] = atof(b);
+    }
+    CHECK_EQ_I64(k, 3);
+    char mt[64];
+    snprintf(mt, sizeof mt, "max_time=%.6f s", (at[1] + at[2]) / 2);
+    set[2] = mt;
+    run_text(&cut, base_yaml(), set, 3);
+    CHECK_MSG(cut.rc == 0, "%s", cut.err);
+    CHECK_MSG(count_events(&cut, "aggregate") == 2 && count_events(&cut, "evaluate") == 2,
+              "cut after 2 aggregations: %d evaluations", count_events(&cut, "evaluate"));
+    free(full.trace), free(cut.trace);
+}
+
 /* 2026-11-22 review: relative file names in a scenario become absolute in the resolved tree, so
  * the run folder's scenario.yaml (what fedsim resume reads) names the same files. */
 static void test_paths_resolved(void)
@@ -532,6 +561,7 @@ int main(void)
     test_local_arrives_once();
     test_async_waits_for_clients();
     test_max_time_evaluates();
+    test_max_time_no_second_evaluation();
     test_paths_resolved();
     test_pooled_accuracy();
     char cmd[128];
