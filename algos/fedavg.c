@@ -1,6 +1,7 @@
 /* algos/fedavg.c -- FedAvg (McMahan et al.) and FedProx (Li et al.), which differs only in the
  * client's proximal term mu/2·||w − w_global||², FedAvg-FT, FedAvg whose clients are each
- * evaluated after fine-tuning the global model for one local epoch (pFedGate's baseline), and
+ * evaluated after fine-tuning the global model for finetune.epochs epochs on its training samples
+ * (pFedGate's baseline: 1; DM-PFL's: E), and
  * Ditto (Li et al., 2021), FedAvg plus a personal model per client held near the global one.
  *
  * Clients upload the change of their model (trained − received) rather than the model itself: the
