@@ -25,6 +25,13 @@ typedef struct fedavg {
     double *acc;       /* n_floats: Σ weight·update since the last aggregation */
     double mass;       /* Σ mass */
     size_t msg_bytes;  /* encoded size of a dense parameter message (cost-only mode) */
+    uint64_t version;  /* aggregations this process made (global changes) */
+    /* FedAvg-FT: the last client this process fine-tuned and the global model's version it
+     * started from, and the result: a pure function of the two, reused for that client's shifted
+     * test sets (the engine evaluates a client's splits one after another) */
+    int32_t ft_client;
+    uint64_t ft_version;
+    float *ft_params;
 } fedavg;
 
 static void *fedavg_new(const fl_env *env, sim_err *err)
@@ -37,6 +44,7 @@ static void *fedavg_new(const fl_env *env, sim_err *err)
     s->scratch = sim_xcalloc(nf, sizeof(float));
     s->acc = sim_xcalloc(nf, sizeof(double));
     s->msg_bytes = fl_dense_msg_bytes(env->arch);
+    s->ft_client = -1;
     return s;
 }
 
@@ -47,6 +55,7 @@ static void fedavg_free(void *p)
     free(s->global);
     free(s->scratch);
     free(s->acc);
+    free(s->ft_params);
     free(s);
 }
 
@@ -117,6 +126,7 @@ static void fedavg_aggregate(void *p)
             s->global[j] += (float)(s->env->cfg->server_lr * s->acc[j] / s->mass);
     memset(s->acc, 0, nf * sizeof(double));
     s->mass = 0;
+    s->version++;
 }
 
 static double fedavg_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
@@ -137,7 +147,14 @@ static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_l
 {
     fedavg *s = p;
     const fl_env *env = s->env;
+    size_t nf = env->arch->layout.n_floats;
     (void)priv, (void)priv_len;
+    *density = 1;
+    if (s->ft_client == c && s->ft_version == s->version) { /* fine-tuned already */
+        nn_model_reset_narrowing(m);
+        memcpy(m->params, s->ft_params, nf * sizeof(float));
+        return nn_evaluate(m, d, idx, n, NULL);
+    }
     fedavg_eval(p, c, NULL, 0, m);
     int nc = env->part->n[c], B = env->cfg->batch_size;
     if (B > m->max_batch) B = m->max_batch;
@@ -155,7 +172,9 @@ static double ft_eval_client(void *p, int32_t c, const void *priv, size_t priv_l
                 nn_model_train_step(m, &opt, b.x, b.y, nb);
         nn_batcher_destroy(&b);
     }
-    *density = 1;
+    if (!s->ft_params) s->ft_params = sim_xmalloc(nf * sizeof(float));
+    memcpy(s->ft_params, m->params, nf * sizeof(float));
+    s->ft_client = c, s->ft_version = s->version;
     return nn_evaluate(m, d, idx, n, NULL);
 }
 
@@ -203,6 +222,7 @@ static void fedavg_save(void *p, msgpack_packer *pk)
 static int fedavg_load(void *p, const msgpack_object *o, sim_err *err)
 {
     fedavg *s = p;
+    s->version++; /* a new global model */
     return fl_load_sums(o, s->global, s->acc, &s->mass, s->env->arch->layout.n_floats,
                         s->env->cfg->name, err);
 }

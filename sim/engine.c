@@ -484,13 +484,17 @@ static void evaluate(sim_engine *e)
                        : env->test->n;
         t.n_chunks = (t.nt + m->max_batch - 1) / m->max_batch;
     }
-    int ns = e->spec.eval.n_shift, k = 0;
+    /* a client's tasks are consecutive (its own split, then each nonzero shift), so an
+     * algorithm that prepares a client's model once (FedAvg-FT's fine-tuning) can reuse it */
+    int ns = e->spec.eval.n_shift, k = 0, per = 1;
+    for (int sh = 0; sh < ns; sh++)
+        per += e->spec.eval.shift[sh] != 0;
     if (e->spec.eval.personalized && env->part->n_test) {
-        t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)(ns + 1));
-        t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)(ns + 1));
-        for (int sh = -1; sh < ns; sh++)
-            for (int32_t c = 0; c < e->n && (sh < 0 || e->spec.eval.shift[sh] != 0); c++)
-                if (env->part->n_test[c] > 0) {
+        t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)per);
+        t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)per);
+        for (int32_t c = 0; c < e->n; c++)
+            for (int sh = -1; sh < ns && env->part->n_test[c] > 0; sh++)
+                if (sh < 0 || e->spec.eval.shift[sh] != 0) {
                     t.client[t.n_pers] = c;
                     t.shift[t.n_pers++] = sh;
                     k += sh < 0;
@@ -510,26 +514,28 @@ static void evaluate(sim_engine *e)
         e->tot.loss_global = t.nt ? sum / t.nt : 0;
     }
     if (k) {
-        const double *r = o + 2 * (size_t)t.n_chunks; /* own splits: k tasks in client order */
+        /* the i-th client's own split is task i·per, its j-th nonzero shift i·per + 1 + j */
+        const double *r = o + 2 * (size_t)t.n_chunks;
         double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0, dens = 0, hit = 0, all = 0;
         for (int i = 0; i < k; i++) {
-            e->c[t.client[i]].acc = acc[i] = r[2 * i];
-            dens += r[2 * i + 1];
+            int32_t c = t.client[i * per];
+            e->c[c].acc = acc[i] = r[2 * i * per];
+            dens += r[2 * i * per + 1];
             s += acc[i];
-            hit += acc[i] * env->part->n_test[t.client[i]];
-            all += env->part->n_test[t.client[i]];
+            hit += acc[i] * env->part->n_test[c];
+            all += env->part->n_test[c];
         }
         pmean = e->tot.acc_pers = s / k;
         pw = hit / all;     /* every client's test samples pooled (pFedGate's paper's Acc) */
         density = dens / k; /* personalized models: the mean over the clients evaluated */
         qsort(acc, (size_t)k, sizeof *acc, cmp_double);
-        p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
-        r += 2 * (size_t)k;
-        for (int sh = 0; sh < ns; sh++) { /* shift 0 is the own split */
+        p10 = acc[(k - 1) / 10];                 /* bottom decile: the 10th-percentile client */
+        for (int sh = 0, j = 1; sh < ns; sh++) { /* shift 0 is the own split */
+            int zero = e->spec.eval.shift[sh] == 0;
             s = 0;
             for (int i = 0; i < k; i++)
-                s += e->spec.eval.shift[sh] == 0 ? e->c[t.client[i]].acc : r[2 * i];
-            if (e->spec.eval.shift[sh] != 0) r += 2 * (size_t)k;
+                s += zero ? e->c[t.client[i * per]].acc : r[2 * (i * per + j)];
+            j += !zero;
             shift_acc[sh] = s / k;
         }
         free(acc);

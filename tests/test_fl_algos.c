@@ -198,8 +198,11 @@ int main(void)
     fl_fedavg_ft.eval_params(sf, -1, NULL, 0, &em);
     CHECK(nn_evaluate(&em, &train, part.idx[2], part.n[2], NULL) == before);
     /* ... after finetune.epochs epochs of the training's optimizer (momentum from zero, weight
-     * decay), batches in the order its stream for client 2 draws */
+     * decay), batches in the order its stream for client 2 draws (a new server: a run's
+     * settings do not change, and this one keeps client 2's 1-epoch model) */
     cfg.ft_epochs = 2, cfg.weight_decay = 0.01;
+    fl_fedavg_ft.server_free(sf);
+    sf = fl_fedavg_ft.server_new(&env, &err);
     fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[2], part.n[2], &em, &dens);
     nn_model ref;
     nn_model_init(&ref, &arch, 64);
@@ -217,6 +220,34 @@ int main(void)
     CHECK_MSG(!memcmp(ref.params, em.params, nf * 4),
               "FedAvg-FT fine-tunes 2 epochs with momentum 0.5 and weight decay 0.01");
     cfg.ft_epochs = 1, cfg.weight_decay = 0;
+    /* a client's fine-tuned model is reused for its next test set (a shifted split) while the
+     * global model stays, and rebuilt once it changes: the same as a fresh server's every time */
+    fl_fedavg_ft.server_free(sf);
+    sf = fl_fedavg_ft.server_new(&env, &err);
+    void *fresh = fl_fedavg_ft.server_new(&env, &err);
+    double dens2 = 0, acc_c, acc_f;
+    fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[2], part.n[2], &em, &dens);
+    acc_c = fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[3], part.n[3], &em, &dens);
+    acc_f = fl_fedavg_ft.eval_client(fresh, 2, NULL, 0, &train, part.idx[3], part.n[3], &ref,
+                                     &dens2);
+    CHECK_MSG(acc_c == acc_f && !memcmp(em.params, ref.params, nf * 4),
+              "the fine-tuned model reused for another split: %g / %g", acc_c, acc_f);
+    fl_result rft;
+    train_job(&fl_fedavg_ft, &env, sf, 1, &rft, &w);
+    CHECK(fl_fedavg_ft.server_absorb(sf, 1, rft.up.data, rft.up.size, 1, 1, &err) == SIM_OK);
+    CHECK(fl_fedavg_ft.server_absorb(fresh, 1, rft.up.data, rft.up.size, 1, 1, &err) == SIM_OK);
+    fl_fedavg_ft.server_aggregate(sf), fl_fedavg_ft.server_aggregate(fresh);
+    float *before_agg = malloc(nf * 4);
+    memcpy(before_agg, em.params, nf * 4);
+    acc_c = fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[3], part.n[3], &em, &dens);
+    acc_f = fl_fedavg_ft.eval_client(fresh, 2, NULL, 0, &train, part.idx[3], part.n[3], &ref,
+                                     &dens2);
+    CHECK_MSG(acc_c == acc_f && !memcmp(em.params, ref.params, nf * 4) &&
+                      memcmp(em.params, before_agg, nf * 4) != 0,
+              "after an aggregation the client is fine-tuned again from the new global model");
+    free(before_agg);
+    fl_result_destroy(&rft);
+    fl_fedavg_ft.server_free(fresh);
     nn_model_destroy(&ref);
     fl_fedavg_ft.server_free(sf);
 
