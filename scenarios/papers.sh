@@ -99,10 +99,10 @@ pfedgate)
     exit 2
     ;;
 esac
-# the folders that hold a finished run (a checkpoint means unfinished)
+# finished runs (clients.tsv gets its rows at the end)
 done_dirs=""
 for d in $dirs; do
-    [ -f "$d/metrics.tsv" ] && [ ! -f "$d/checkpoint.msgpack" ] && done_dirs="$done_dirs ${d%/}"
+    [ "$(wc -l 2>/dev/null <"$d/clients.tsv")" -gt 1 ] 2>/dev/null && done_dirs="$done_dirs ${d%/}"
 done
 if [ -z "$done_dirs" ]; then
     echo "papers.sh: no finished run in $out yet"
