@@ -1526,6 +1526,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         for (int i = 0; i < spec->eval.n_shift; i++)
             fprintf(e->metrics, "\tacc_shift_%g", spec->eval.shift[i]);
         fprintf(e->metrics, "\n");
+        fflush(e->metrics); /* the columns, for readers of a run going on (plots, summary) */
     }
     if (e->timeline_f) {
         fprintf(e->timeline_f,
