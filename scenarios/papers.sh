@@ -8,6 +8,9 @@
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
 #   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
+# A campaign outlives a machine: each finished run's scenario, metrics and clients files are kept
+# in scenarios/results/CAMPAIGN/ (tracked; after each sweep, and by --report), and a campaign
+# started where runs/ is empty takes them back first, so its sweeps skip those runs.
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
 #                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
@@ -27,6 +30,18 @@ FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off late
 campaign=${1:?usage: sh scenarios/papers.sh CAMPAIGN [WORKERS | --report]}
 workers=${2:-2}
 out=runs/papers/$campaign
+kept=scenarios/results/$campaign
+
+finished() { [ "$(wc -l 2>/dev/null <"$1/clients.tsv")" -gt 1 ] 2>/dev/null; }
+
+# keep: copies the finished runs of $out into $kept (what a sweep's resume and the report read)
+keep() {
+    for d in "$out"/*/*/; do
+        finished "$d" || continue
+        mkdir -p "$kept/${d#"$out"/}"
+        cp "$d/scenario.yaml" "$d/metrics.tsv" "$d/clients.tsv" "$kept/${d#"$out"/}"
+    done
+}
 
 # sweep NAME SCENARIO ARGS...: one sweep of the campaign into $out/NAME
 sweep() {
@@ -37,7 +52,14 @@ sweep() {
     [ "$workers" = --report ] && return 0
     $FEDSIM sweep "scenarios/$file" --out "$out/$name" --workers "$workers" \
         --checkpoint-minutes 5 --plots none "$@"
+    keep
 }
+
+# the kept runs, where this machine has none of its own (-n: a run here is never overwritten)
+if [ -d "$kept" ]; then
+    mkdir -p "$out"
+    cp -Rn "$kept/." "$out/"
+fi
 
 [ "$workers" = --report ] || [ "$FEDSIM" != ./build/release/fedsim ] || make --no-print-directory
 dirs=""
@@ -99,10 +121,11 @@ pfedgate)
     exit 2
     ;;
 esac
+[ "$workers" = --report ] && keep
 # finished runs (clients.tsv gets its rows at the end)
 done_dirs=""
 for d in $dirs; do
-    [ "$(wc -l 2>/dev/null <"$d/clients.tsv")" -gt 1 ] 2>/dev/null && done_dirs="$done_dirs ${d%/}"
+    finished "$d" && done_dirs="$done_dirs ${d%/}"
 done
 if [ -z "$done_dirs" ]; then
     echo "papers.sh: no finished run in $out yet"
