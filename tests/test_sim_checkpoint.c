@@ -13,6 +13,9 @@
  *   - a sweep stopped in a point and run again resumes it and runs the rest, byte-identical to an
  *     uninterrupted sweep; run again after that it keeps every finished point (outputs not
  *     rewritten), unless the folder's scenario.yaml is another scenario's;
+ *   - scenarios/papers.sh keeps finished runs' scenario, metrics and clients files in
+ *     scenarios/results/ (not unfinished runs) and takes them back where runs/ lacks them: the
+ *     same report, and a sweep keeps those points;
  *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own;
  *   - a personalized run's checkpoint holds the last evaluation's mean personalized accuracy (a
  *     resumed run's progress line shows it until the next evaluation, not NaN).
@@ -353,6 +356,50 @@ int main(void)
               "sweep: a point whose folder holds another scenario's run runs again");
     CHECK_MSG(test_same_outputs(dir, "sw-full/algorithm.lr=0.1", "sw/algorithm.lr=0.1", 1),
               "sweep: the point run again = uninterrupted");
+
+    /* (g) scenarios/papers.sh keeps a campaign's finished runs (scenario, metrics, clients) in
+     * scenarios/results/ and takes them back where runs/ lacks them; those three files are all a
+     * sweep needs to keep the point. The campaign lives in a copy of the script (it works in the
+     * folder above its own); its one sweep folder holds the two finished points and one that
+     * never finished. */
+    CHECK(sh("mkdir -p @/camp/scenarios @/camp/runs/papers/pfedgate/gate/unfinished && "
+             "cp scenarios/papers.sh @/camp/scenarios/ && "
+             "cp -R @/sw-full/algorithm.lr=* @/camp/runs/papers/pfedgate/gate/ && "
+             "cp @/sw-full/algorithm.lr=0.1/scenario.yaml "
+             "@/camp/runs/papers/pfedgate/gate/unfinished/") == 0);
+    snprintf(cmd, sizeof cmd,
+             "FEDSIM=$(realpath %s) sh @/camp/scenarios/papers.sh pfedgate "
+             "--report > @/camp/report1 2>&1",
+             bin);
+    CHECK_MSG(sh(cmd) == 0, "papers.sh --report: exit 0");
+    const char *kept = "@/camp/scenarios/results/pfedgate/gate";
+    char line[512];
+    for (int i = 0; i < 2; i++)
+        for (const char *const *f =
+                     (const char *const[]){"scenario.yaml", "metrics.tsv", "clients.tsv", NULL};
+             *f; f++) {
+            snprintf(line, sizeof line, "cmp -s @/sw-full/%s/%s %s/%s/%s", pts[i], *f, kept, pts[i],
+                     *f);
+            CHECK_MSG(sh(line) == 0, "papers.sh keeps %s/%s", pts[i], *f);
+        }
+    snprintf(line, sizeof line, "test ! -e %s/unfinished && test ! -e %s/%s/events.msgpack", kept,
+             kept, pts[0]);
+    CHECK_MSG(sh(line) == 0, "papers.sh keeps neither an unfinished run nor event logs");
+    CHECK(sh("rm -rf @/camp/runs") == 0);
+    snprintf(cmd, sizeof cmd,
+             "FEDSIM=$(realpath %s) sh @/camp/scenarios/papers.sh pfedgate "
+             "--report > @/camp/report2 2>&1",
+             bin);
+    CHECK_MSG(sh(cmd) == 0 && sh("cmp -s @/camp/report1 @/camp/report2") == 0 &&
+                      sh("grep -q 'lr=0.1' @/camp/report2") == 0,
+              "papers.sh --report on a machine without runs/: the same tables, from the kept runs");
+    snprintf(cmd, sizeof cmd,
+             "%s sweep scenarios/tiny.yaml --vary algorithm.lr=0.05,0.1 --plots none --workers 0 "
+             "--out @/camp/runs/papers/pfedgate/gate >/dev/null 2>@/camp/sweep.err",
+             bin);
+    CHECK_MSG(sh(cmd) == 0 &&
+                      sh("test $(grep -c 'finished before: kept' @/camp/sweep.err) = 2") == 0,
+              "a sweep into the runs taken back keeps both points");
 
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
