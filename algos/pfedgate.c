@@ -617,10 +617,7 @@ static void set_block_masks(nn_model *m, const fl_pg_blocks *b, const uint8_t *I
 static void clip_norm(float *g, size_t n, double max)
 {
     if (max <= 0) return;
-    double s = 0;
-    for (size_t j = 0; j < n; j++)
-        s += (double)g[j] * g[j];
-    double norm = sqrt(s);
+    double norm = sqrt(nn_sumsq(g, n));
     if (norm > max)
         for (size_t j = 0; j < n; j++)
             g[j] = (float)(g[j] * (max / norm));
@@ -682,9 +679,7 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
             lp.loss += nn_model_forward(m, lp.b.x, lp.b.y, nb, 1);
             nn_model_backward(m);
             for (int i = 0; i < L; i++) { /* straight through the selection */
-                double a = 0;
-                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
-                    a += (double)theta[e] * m->grads[e];
+                double a = nn_dot(theta + b.off[i], m->grads + b.off[i], b.len[i]);
                 dM[i] = I[i] ? (float)a : 0.0f;
                 dG[i] = I[i] && s < 1 ? (float)(a * gt.M[i]) : 0.0f;
                 for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)

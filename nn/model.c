@@ -606,8 +606,12 @@ static void refresh_map(nn_model *m)
             for (int r = 0; r < no; r++)
                 for (int j = 0; j < ni; j++) {
                     size_t base = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
-                    for (int q = 0; q < run; q++)
-                        m->live[t->off + base + q] = mask ? mask[base + q] != 0 : 1;
+                    uint8_t *lv = m->live + t->off + base;
+                    if (!mask)
+                        memset(lv, 1, (size_t)run);
+                    else
+                        for (int q = 0; q < run; q++)
+                            lv[q] = mask[base + q] != 0;
                 }
             if (l->bt >= 0)
                 for (int r = 0; r < no; r++)
@@ -632,12 +636,16 @@ static void refresh_map(nn_model *m)
         if (!t->trainable) continue;
         size_t end = t->off + (size_t)t->rows * t->cols;
         for (size_t j = t->off; j < end;) {
-            if (!m->live[j]) {
-                j++;
-                continue;
-            }
+            /* live bytes are 0 or 1: memchr finds a run's start, 8 ones at a time its end */
+            const uint8_t *lv = m->live, *start = memchr(lv + j, 1, end - j);
+            if (!start) break;
+            j = (size_t)(start - lv);
             size_t k = j;
-            while (k < end && m->live[k])
+            for (uint64_t word; k + 8 <= end; k += 8) {
+                memcpy(&word, lv + k, 8);
+                if (word != 0x0101010101010101u) break;
+            }
+            while (k < end && lv[k])
                 k++;
             if (m->n_runs == cap) {
                 m->runs = sim_xrealloc(m->runs, sizeof *m->runs * (cap *= 2));
@@ -1079,11 +1087,8 @@ static float sgd_runs(nn_model *m, const nn_sgd *opt, const uint8_t *skip)
     float norm = 0, scale = 1.0f;
     if (opt->clip_norm > 0) {
         double ss = 0;
-        for (size_t r = 0; r < m->n_runs; r++) {
-            const float *g = m->grads + m->runs[r][0];
-            for (uint32_t j = 0; j < m->runs[r][1]; j++)
-                ss += (double)g[j] * (double)g[j];
-        }
+        for (size_t r = 0; r < m->n_runs; r++)
+            ss += nn_sumsq(m->grads + m->runs[r][0], m->runs[r][1]);
         norm = (float)sqrt(ss);
         if (norm > opt->clip_norm) scale = opt->clip_norm / norm;
     }

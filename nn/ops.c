@@ -1204,6 +1204,25 @@ void nn_maxpool2_backward(float *dx, const float *dy, const float *x, const floa
         }
 }
 
+double nn_dot(const float *a, const float *b, size_t n)
+{
+    double acc[8] = {0}, s = 0;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++)
+            acc[k] += (double)a[j + k] * (double)b[j + k];
+    for (; j < n; j++)
+        s += (double)a[j] * (double)b[j];
+    for (int k = 0; k < 8; k++)
+        s += acc[k];
+    return s;
+}
+
+double nn_sumsq(const float *x, size_t n)
+{
+    return nn_dot(x, x, n);
+}
+
 void nn_relu_forward(float *y, const float *x, long n)
 {
     for (long i = 0; i < n; i++)

@@ -344,9 +344,33 @@ static void test_misc(void)
     free(c.x), free(c.lab), free(dx), free(dh), free(ds), free(c.q), free(logits2);
 }
 
+/* nn_dot and nn_sumsq: the plain double sum to rounding at every length around the 8 lanes
+ * (the tail and the lanes both counted), and exactly the lanes' order: Σ tail, then lane 0..7. */
+static void test_reductions(void)
+{
+    for (size_t n = 0; n <= 35; n++) {
+        float *a = rnd(n, 1), *b = rnd(n, 3);
+        double want = dot(a, b, n), got = nn_dot(a, b, n), sq = nn_sumsq(a, n);
+        CHECK_MSG(fabs(got - want) <= 1e-12 * (1 + fabs(want)), "nn_dot n=%zu: %.17g vs %.17g", n,
+                  got, want);
+        CHECK_MSG(fabs(sq - dot(a, a, n)) <= 1e-12 * (1 + sq), "nn_sumsq n=%zu", n);
+        double lane[8] = {0}, order = 0;
+        size_t full = n / 8 * 8;
+        for (size_t j = 0; j < full; j++)
+            lane[j % 8] += (double)a[j] * (double)b[j];
+        for (size_t j = full; j < n; j++)
+            order += (double)a[j] * (double)b[j];
+        for (int k = 0; k < 8; k++)
+            order += lane[k];
+        CHECK_MSG(got == order, "nn_dot n=%zu: the fixed order's bits", n);
+        free(a), free(b);
+    }
+}
+
 int main(void)
 {
     sim_rng_seed(&rng, 42, SIM_RNG_TEST, 0);
+    test_reductions();
     test_linear(3, 5, 4, 0);
     test_linear(1, 7, 3, 2);
     test_linear(17, 33, 9, 5);
