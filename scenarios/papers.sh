@@ -18,8 +18,9 @@
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg and Ditto at the weakest
-#                 width, then Pa3dFL, FjORD, FedRolex, HeteroFL, LocalOnly, then Table 3's
-#                 ablation (Pa3dFL without the hyper-network); ~8-15 h a run (1/16 wide: minutes)
+#                 width (minutes), then HeteroFL, FedRolex, LocalOnly, FjORD and Pa3dFL, the
+#                 shorter first, then Table 3's ablation (Pa3dFL without the hyper-network); on
+#                 one core beside another run, ~1.4 h (HeteroFL) to ~4 h (Pa3dFL) a run
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
 #                 also HeteroFL's and FedRolex's row there
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
@@ -96,7 +97,7 @@ width-hetero | width-ideal)
         # the 1/16-wide baselines first: minutes, not hours
         sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
             --vary algorithm.name=fedavg,ditto
-        sweep methods width-fmnist.yaml --vary algorithm.name=pa3dfl,fjord,fedrolex,heterofl,local
+        sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fedrolex,local,fjord,pa3dfl
         sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
     else # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
         # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
