@@ -392,6 +392,14 @@ typedef struct dmpfl {
     int8_t *pend_phase;       /* per client: its current job's phase */
     int32_t cost_round;       /* cost-only: the round of the last job (−1: none), whose end
                                  stands for the aggregation that mode never runs */
+    /* DM-PFL+: the base entropies of the last client this process evaluated, a function of its
+     * training samples and its two models only, so reused for its shifted test sets (the engine
+     * evaluates a client's splits one after another): they cost more forward passes than a test
+     * split (its training samples, through both models) */
+    int32_t be_client, be_gver, be_mver; /* the key: client (−1: none) and model versions... */
+    const void *be_priv;                 /* ... and its private state */
+    size_t be_priv_len;
+    double be_g, be_c;
 } dmpfl;
 
 static void dm_config_shape(fl_dm_shape *sh, const fl_env *env)
@@ -407,6 +415,7 @@ static void *dmpfl_new(const fl_env *env, sim_err *err)
     size_t nf = env->arch->layout.n_floats;
     int n = env->part->n_clients;
     s->env = env;
+    s->be_client = -1;
     dm_config_shape(&s->sh, env);
     s->wg = fl_initial_params(env);
     s->mg = sim_xcalloc(nf, 1);
@@ -786,16 +795,23 @@ static double plus_eval_client(void *p, int32_t c, const void *priv, size_t priv
     dmpfl *s = p;
     const fl_env *env = s->env;
     int K = env->arch->classes, nt = env->part->n[c];
-    float *pg = sim_xmalloc(sizeof(float) * (size_t)(n + nt + 1) * K);
-    float *pc = sim_xmalloc(sizeof(float) * (size_t)(n + nt + 1) * K);
+    int known = s->be_client == c && s->be_gver == s->gver && s->be_mver == s->mver &&
+                s->be_priv == priv && s->be_priv_len == priv_len;
+    size_t rows = (size_t)n + (known ? 0 : (size_t)nt) + 1;
+    float *pg = sim_xmalloc(sizeof(float) * rows * K), *pc = sim_xmalloc(sizeof(float) * rows * K);
     dmpfl_eval(s, -1, NULL, 0, m);
     probs(m, d, idx, n, pg);
-    probs(m, env->train, env->part->idx[c], nt, pg + (size_t)n * K);
+    if (!known) probs(m, env->train, env->part->idx[c], nt, pg + (size_t)n * K);
     *density = dmpfl_eval(s, c, priv, priv_len, m);
     probs(m, d, idx, n, pc);
-    probs(m, env->train, env->part->idx[c], nt, pc + (size_t)n * K);
-    double be_g = base_entropy(pg + (size_t)n * K, nt, K);
-    double be_c = base_entropy(pc + (size_t)n * K, nt, K);
+    if (!known) {
+        probs(m, env->train, env->part->idx[c], nt, pc + (size_t)n * K);
+        s->be_g = base_entropy(pg + (size_t)n * K, nt, K);
+        s->be_c = base_entropy(pc + (size_t)n * K, nt, K);
+        s->be_client = c, s->be_gver = s->gver, s->be_mver = s->mver;
+        s->be_priv = priv, s->be_priv_len = priv_len;
+    }
+    double be_g = s->be_g, be_c = s->be_c;
     int correct = 0;
     for (int i = 0; i < n; i++) {
         const float *qc = pc + (size_t)i * K, *qg = pg + (size_t)i * K;

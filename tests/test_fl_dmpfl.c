@@ -345,6 +345,43 @@ int main(void)
         pc += nn_evaluate(&em, &train, part.test_idx[c], part.n_test[c], NULL) / C;
         CHECK_NEAR(dens, 0.5, 0.01);
     }
+    /* DM-PFL+ reuses a client's base entropies for its next test set (the engine's shifted
+     * splits): the second half of each client's split scored right after its first half, and
+     * after another client's split, equals that half scored by a server restored from this one's
+     * checkpoint, which has nothing to reuse */
+    msgpack_sbuffer ck;
+    msgpack_sbuffer_init(&ck);
+    msgpack_packer ckp;
+    msgpack_packer_init(&ckp, &ck, msgpack_sbuffer_write);
+    a->server_save(s, &ckp);
+    msgpack_unpacked cku;
+    msgpack_unpacked_init(&cku);
+    size_t ckoff = 0;
+    CHECK(msgpack_unpack_next(&cku, ck.data, ck.size, &ckoff) == MSGPACK_UNPACK_SUCCESS);
+    int differ = 0;
+    for (int c = 0; c < C; c++) {
+        int h = part.n_test[c] / 2, o = (c + 1) % C, rest = part.n_test[c] - h;
+        const int32_t *second = part.test_idx[c] + h;
+        double dens = 0, reused, after_other, fresh;
+        fl_dmpfl_plus.eval_client(s, c, priv[c].data, priv[c].size, &train, part.test_idx[c], h,
+                                  &em, &dens);
+        reused = fl_dmpfl_plus.eval_client(s, c, priv[c].data, priv[c].size, &train, second, rest,
+                                           &em, &dens);
+        fl_dmpfl_plus.eval_client(s, o, priv[o].data, priv[o].size, &train, part.test_idx[o],
+                                  part.n_test[o], &em, &dens);
+        after_other = fl_dmpfl_plus.eval_client(s, c, priv[c].data, priv[c].size, &train, second,
+                                                rest, &em, &dens);
+        void *s2 = fl_dmpfl_plus.server_new(&env, &err);
+        CHECK(fl_dmpfl_plus.server_load(s2, &cku.data, &err) == SIM_OK);
+        fresh = fl_dmpfl_plus.eval_client(s2, c, priv[c].data, priv[c].size, &train, second, rest,
+                                          &em, &dens);
+        fl_dmpfl_plus.server_free(s2);
+        differ += reused != fresh || after_other != fresh;
+    }
+    msgpack_unpacked_destroy(&cku);
+    msgpack_sbuffer_destroy(&ck);
+    CHECK_MSG(differ == 0, "DM-PFL+: %d clients scored differently with reused base entropies",
+              differ);
     printf("dmpfl short run: global %.3f, personal %.3f, DM-PFL+ %.3f\n", g, pc, pp);
     CHECK_MSG(g > 0.4, "global accuracy %.3f (chance 0.1)", g);
     CHECK_MSG(pc > 0.6 && pc > g, "personal accuracy %.3f above the global %.3f", pc, g);
