@@ -15,18 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The server's checkpoint state: saved into sb, unpacked into u (the caller destroys both). */
+static void server_state(const fl_algo *a, void *server, msgpack_sbuffer *sb, msgpack_unpacked *u)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    a->server_save(server, &pk);
+    msgpack_unpacked_init(u);
+    size_t off = 0;
+    CHECK(msgpack_unpack_next(u, sb->data, sb->size, &off) == MSGPACK_UNPACK_SUCCESS);
+}
+
 /* The server's w_g, read from its checkpoint (the first element of dmpfl_save's array). */
 static void server_wg(const fl_algo *a, void *server, float *wg, size_t nf)
 {
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    a->server_save(server, &pk);
     msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    server_state(a, server, &sb, &u);
     const msgpack_object *e = &u.data.via.array.ptr[0];
     CHECK(e->type == MSGPACK_OBJECT_BIN && e->via.bin.size == nf * sizeof(float));
     memcpy(wg, e->via.bin.ptr, nf * sizeof(float));
@@ -350,14 +356,8 @@ int main(void)
      * after another client's split, equals that half scored by a server restored from this one's
      * checkpoint, which has nothing to reuse */
     msgpack_sbuffer ck;
-    msgpack_sbuffer_init(&ck);
-    msgpack_packer ckp;
-    msgpack_packer_init(&ckp, &ck, msgpack_sbuffer_write);
-    a->server_save(s, &ckp);
     msgpack_unpacked cku;
-    msgpack_unpacked_init(&cku);
-    size_t ckoff = 0;
-    CHECK(msgpack_unpack_next(&cku, ck.data, ck.size, &ckoff) == MSGPACK_UNPACK_SUCCESS);
+    server_state(a, s, &ck, &cku);
     int differ = 0;
     for (int c = 0; c < C; c++) {
         int h = part.n_test[c] / 2, o = (c + 1) % C, rest = part.n_test[c] - h;
