@@ -659,7 +659,8 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
     float mu = (float)env->cfg->momentum, wd = (float)env->cfg->weight_decay;
     float *dG = sim_xmalloc(sizeof(float) * (size_t)L),
           *dM = sim_xmalloc(sizeof(float) * (size_t)L);
-    int *order = sim_xmalloc(sizeof(int) * (size_t)L);
+    int *order = sim_xmalloc(sizeof(int) * (size_t)L), masked = 0;
+    uint8_t *Iprev = sim_xmalloc((size_t)L);
     memcpy(theta, m->params, nf * sizeof(float));
     fl_loop lp;
     if (fl_loop_start(&lp, env, job, m)) {
@@ -671,17 +672,23 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
             for (int i = 0; i < L; i++) {
                 Mt[i] = I[i] ? gt.M[i] : 0.0f;
                 used[i] |= I[i];
-                for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                for (size_t e = b.off[i]; I[i] && e < b.off[i] + b.len[i]; e++)
                     m->params[e] = theta[e] * Mt[i];
+                if (!I[i]) memset(m->params + b.off[i], 0, sizeof(float) * b.len[i]);
             }
-            set_block_masks(m, &b, I, mask);
+            /* the same selection as the last batch keeps its masks (and the model's live map) */
+            if (!masked || memcmp(I, Iprev, (size_t)L)) set_block_masks(m, &b, I, mask);
+            memcpy(Iprev, I, (size_t)L);
+            masked = 1;
             nn_model_zero_grad(m);
             lp.loss += nn_model_forward(m, lp.b.x, lp.b.y, nb, 1);
             nn_model_backward(m);
             for (int i = 0; i < L; i++) { /* straight through the selection */
+                dM[i] = dG[i] = 0.0f;
+                if (!I[i]) continue; /* a dropped block has no gradient */
                 double a = nn_dot(theta + b.off[i], m->grads + b.off[i], b.len[i]);
-                dM[i] = I[i] ? (float)a : 0.0f;
-                dG[i] = I[i] && s < 1 ? (float)(a * gt.M[i]) : 0.0f;
+                dM[i] = (float)a;
+                dG[i] = s < 1 ? (float)(a * gt.M[i]) : 0.0f;
                 for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
                     m->grads[e] *= Mt[i];
             }
@@ -713,7 +720,7 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
     msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
     nn_pack_f32(&pk, gt.p, gt.n_saved);
     fl_pg_gate_free(&gt);
-    free(theta), free(vel), free(Mt), free(dG), free(dM), free(order);
+    free(theta), free(vel), free(Mt), free(dG), free(dM), free(order), free(Iprev);
 done:
     fl_pg_blocks_free(&b);
     free(I), free(used), free(mask);

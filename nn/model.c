@@ -30,6 +30,9 @@ typedef struct nn_work {
     float *x0;                    /* CBHW copy of a multi-channel input */
     float *wg[NN_MAX_LAYERS];     /* gathered weights (lazily allocated, full size) */
     float *dwg[NN_MAX_LAYERS];    /* their gradients */
+    int *rl[NN_MAX_LAYERS];       /* gathered weights: which active output rows they hold (an
+                                     element mask that drops a whole row leaves it out) */
+    int nl[NN_MAX_LAYERS];        /* how many; the active outputs' count when none is dropped */
     float *vg[NN_MAX_LAYERS]; /* gathered bias / bn vectors: 4 × C (b, db or γ, β, μ, σ²) */
     const float *wp[NN_MAX_LAYERS]; /* weight the last forward used, and its row stride */
     int ldw[NN_MAX_LAYERS];
@@ -506,6 +509,7 @@ void nn_model_destroy(nn_model *m)
         free(w->kept[i]);
         free(w->wg[i]);
         free(w->dwg[i]);
+        free(w->rl[i]);
         free(w->vg[i]);
         free(m->list[i]);
     }
@@ -807,6 +811,15 @@ static double gemm_flops(const nn_layer *l, int ni, int no, int B)
     return 2.0 * no * ni * run * B * l->oh * l->ow;
 }
 
+/* Non-zero bytes among p[0..n) (a loop the compiler vectorizes). */
+static size_t count_nz(const uint8_t *p, size_t n)
+{
+    size_t c = 0;
+    for (size_t j = 0; j < n; j++)
+        c += p[j] != 0;
+    return c;
+}
+
 /* Fraction of non-zero element-mask entries in the weight block layer i uses (1: no mask). */
 static double block_density(const nn_model *m, int i)
 {
@@ -819,11 +832,8 @@ static double block_density(const nn_model *m, int i)
     int run = l->op == NN_CONV ? l->k * l->k : l->blk;
     size_t nnz = 0, n = (size_t)no * ni * run;
     for (int r = 0; r < no; r++)
-        for (int j = 0; j < ni; j++) {
-            const uint8_t *src = mask + (size_t)ol[r] * t->cols + (size_t)il[j] * run;
-            for (int q = 0; q < run; q++)
-                nnz += src[q] != 0;
-        }
+        for (int j = 0; j < ni; j++)
+            nnz += count_nz(mask + (size_t)ol[r] * t->cols + (size_t)il[j] * run, (size_t)run);
     return n ? (double)nnz / n : 1.0;
 }
 
@@ -836,7 +846,9 @@ static void add_cost(nn_cost *c, double flops, int masked, double density)
     }
 }
 
-/* The (O', I'·run) weight block layer i uses: in place or gathered (times its element mask). */
+/* The (O', I'·run) weight block layer i uses: in place or gathered (times its element mask).
+ * Gathering leaves out the output rows the mask drops whole (pFedGate's blocks are mostly whole
+ * rows and filters): forward and backward then skip them, and w->rl lists the rows kept. */
 static const float *weights_for(nn_model *m, int i, int *ldw)
 {
     const nn_layer *l = &m->arch.l[i];
@@ -847,6 +859,8 @@ static const float *weights_for(nn_model *m, int i, int *ldw)
     int run = l->op == NN_CONV ? l->k * l->k : l->blk;
     const uint8_t *mask = m->emask[l->wt];
     const float *W = m->params + t->off;
+    w->nl[i] = no;
+    w->dens[i] = 1.0;
     if (!mask && contiguous(il, ni) && contiguous(ol, no)) {
         w->gathered[i] = 0;
         *ldw = t->cols;
@@ -855,22 +869,64 @@ static const float *weights_for(nn_model *m, int i, int *ldw)
     if (!w->wg[i]) {
         w->wg[i] = sim_xmalloc(sizeof(float) * (size_t)t->rows * t->cols);
         w->dwg[i] = sim_xmalloc(sizeof(float) * (size_t)t->rows * t->cols);
+        w->rl[i] = sim_xmalloc(sizeof(int) * (size_t)l->oc);
     }
     float *g = w->wg[i];
-    size_t ld = (size_t)ni * run;
-    for (int r = 0; r < no; r++)
-        for (int j = 0; j < ni; j++) {
+    size_t ld = (size_t)ni * run, nnz = 0;
+    int nl = 0, whole = contiguous(il, ni); /* a row's inputs in one stretch */
+    for (int r = 0; r < no; r++) {
+        size_t kept = 0;
+        for (int j = 0; j < ni; j += whole ? ni : 1) {
             size_t src = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
-            float *dst = g + r * ld + (size_t)j * run;
-            if (mask)
-                for (int q = 0; q < run; q++)
+            size_t n = whole ? ld : (size_t)run, c = mask ? count_nz(mask + src, n) : n;
+            float *dst = g + nl * ld + (size_t)j * run;
+            if (c == n)
+                memcpy(dst, W + src, sizeof(float) * n);
+            else if (c)
+                for (size_t q = 0; q < n; q++)
                     dst[q] = mask[src + q] ? W[src + q] : 0.0f;
-            else
-                memcpy(dst, W + src, sizeof(float) * (size_t)run);
+            else if (!whole) /* a dropped stretch of a row that may stay (a whole one goes) */
+                memset(dst, 0, sizeof(float) * n);
+            kept += c;
         }
+        nnz += kept;
+        if (kept) w->rl[i][nl++] = r;
+    }
+    w->dens[i] = mask && no && ni ? (double)nnz / ((double)no * ld) : 1.0;
+    w->nl[i] = nl;
     w->gathered[i] = 1;
     *ldw = (int)ld;
     return g;
+}
+
+/* Rows of a layer that skipped its dropped output rows, in y laid out (nb, no, len): the nl kept
+ * rows sit compact at the front as (nb, nl, len); spread them to their places (row rl[k]) and
+ * fill the dropped ones with their bias b (per row; 0 without), whose output they are. */
+static void expand_rows(float *y, int nb, int no, size_t len, const int *rl, int nl, const float *b)
+{
+    for (int s = nb - 1; s >= 0; s--) { /* backwards: no row lands on one not yet moved */
+        const float *src = y + (size_t)s * nl * len;
+        float *dst = y + (size_t)s * no * len;
+        for (int r = no - 1, k = nl - 1; r >= 0; r--) {
+            if (k >= 0 && rl[k] == r) {
+                memmove(dst + r * len, src + k * len, sizeof(float) * len);
+                k--;
+            } else {
+                float v = b ? b[r] : 0.0f;
+                for (size_t j = 0; j < len; j++)
+                    dst[r * len + j] = v;
+            }
+        }
+    }
+}
+
+/* The converse for a gradient dy (nb, no, len): its kept rows compact at the front. */
+static void compact_rows(float *dy, int nb, int no, size_t len, const int *rl, int nl)
+{
+    for (int s = 0; s < nb; s++)
+        for (int k = 0; k < nl; k++)
+            memmove(dy + ((size_t)s * nl + k) * len, dy + ((size_t)s * no + rl[k]) * len,
+                    sizeof(float) * len);
 }
 
 /* Scatter-add the compact weight gradient of layer i into grads (masked entries get nothing). */
@@ -885,10 +941,10 @@ static void scatter_dw(nn_model *m, int i)
     const float *g = m->work->dwg[i];
     float *G = m->grads + t->off;
     size_t ld = (size_t)ni * run;
-    for (int r = 0; r < no; r++)
+    for (int k = 0; k < m->work->nl[i]; k++)
         for (int j = 0; j < ni; j++) {
-            size_t dst = (size_t)ol[r] * t->cols + (size_t)il[j] * run;
-            const float *src = g + r * ld + (size_t)j * run;
+            size_t dst = (size_t)ol[m->work->rl[i][k]] * t->cols + (size_t)il[j] * run;
+            const float *src = g + k * ld + (size_t)j * run;
             for (int q = 0; q < run; q++)
                 if (!mask || mask[dst + q]) G[dst + q] += src[q];
         }
@@ -934,15 +990,24 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
             const float *wp = weights_for(m, i, &ldw);
             w->wp[i] = wp;
             w->ldw[i] = ldw;
-            const float *bp = NULL;
+            const float *bp = NULL, *bk; /* biases of the active rows, and of those computed */
             if (l->bt >= 0) bp = vec_for(m, l->bt, ol, no, vec_scratch(m, i, l->oc));
-            if (l->op == NN_CONV) {
-                nn_conv_forward(out, w->kept[i], w->col, in, wp, ldw, bp, B, ni, l->h, l->w, no,
-                                l->k, l->s, l->p);
-            } else {
-                nn_linear_forward(out, in, wp, ldw, bp, B, ni * l->blk, no);
+            int nl = w->nl[i], conv = l->op == NN_CONV;
+            bk = bp;
+            if (nl < no && bp) {
+                float *sc = vec_scratch(m, i, l->oc) + 2 * l->oc;
+                for (int k = 0; k < nl; k++)
+                    sc[k] = bp[w->rl[i][k]];
+                bk = sc;
             }
-            w->dens[i] = block_density(m, i);
+            if (nl && conv)
+                nn_conv_forward(out, w->kept[i], w->col, in, wp, ldw, bk, B, ni, l->h, l->w, nl,
+                                l->k, l->s, l->p);
+            else if (nl)
+                nn_linear_forward(out, in, wp, ldw, bk, B, ni * l->blk, nl);
+            if (nl < no)
+                expand_rows(out, conv ? 1 : B, no, conv ? (size_t)B * l->oh * l->ow : 1, w->rl[i],
+                            nl, bp);
             add_cost(&m->cost, gemm_flops(l, ni, no, B), m->emask[l->wt] != NULL, w->dens[i]);
             if (l->narrow && w->scaled != 1.0f) scale_f32(out, w->scaled, out_floats(l, no, B));
         } else if (l->op == NN_RELU) {
@@ -1013,11 +1078,11 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
         if (is_param(l)) {
             const nn_tensor *t = &a->layout.t[l->wt];
             float *dw;
-            int lddw;
+            int lddw, nl = w->nl[i], conv = l->op == NN_CONV;
             if (w->gathered[i]) {
                 lddw = w->ldw[i];
                 dw = w->dwg[i];
-                memset(dw, 0, sizeof(float) * (size_t)no * lddw);
+                memset(dw, 0, sizeof(float) * (size_t)nl * lddw);
             } else {
                 lddw = t->cols;
                 dw = m->grads + (w->wp[i] - m->params);
@@ -1033,9 +1098,32 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                     db_gathered = 1;
                 }
             }
-            if (l->op == NN_CONV) {
-                nn_conv_backward(dxp, dw, lddw, db, w->kept[i], w->col, dy, in, w->wp[i], w->ldw[i],
-                                 B, ni, l->h, l->w, no, l->k, l->s, l->p);
+            float *dbk = db; /* the bias gradient of the rows computed */
+            if (nl < no) {   /* dropped rows: their bias has a gradient, their weights none */
+                int nb = conv ? 1 : B;
+                size_t len = conv ? (size_t)B * l->oh * l->ow : 1;
+                for (int r = 0, k = 0; db && r < no; r++) {
+                    if (k < nl && w->rl[i][k] == r) {
+                        k++;
+                        continue;
+                    }
+                    double sum = 0;
+                    for (int s = 0; s < nb; s++)
+                        for (size_t j = 0; j < len; j++)
+                            sum += (double)dy[((size_t)s * no + r) * len + j];
+                    db[r] += (float)sum;
+                }
+                if (db) {
+                    dbk = vec_scratch(m, i, l->oc) + 3 * l->oc;
+                    memset(dbk, 0, sizeof(float) * (size_t)nl);
+                }
+                compact_rows(dy, nb, no, len, w->rl[i], nl);
+            }
+            if (!nl) {
+                if (dxp) memset(dxp, 0, sizeof(float) * (size_t)B * ni * l->blk * l->h * l->w);
+            } else if (conv) {
+                nn_conv_backward(dxp, dw, lddw, dbk, w->kept[i], w->col, dy, in, w->wp[i],
+                                 w->ldw[i], B, ni, l->h, l->w, nl, l->k, l->s, l->p);
             } else if (fused && fused[l->wt]) {
                 size_t off = (size_t)(w->wp[i] - m->params);
                 nn_linear_backward(dxp, NULL, 0, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
@@ -1043,9 +1131,11 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                 nn_linear_step(m->params + off, m->mom + off, w->ldw[i], dy, in, B, ni * l->blk, no,
                                opt->lr, opt->momentum, opt->weight_decay);
             } else {
-                nn_linear_backward(dxp, dw, lddw, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
-                                   no);
+                nn_linear_backward(dxp, dw, lddw, dbk, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
+                                   nl);
             }
+            for (int k = 0; dbk != db && k < nl; k++)
+                db[w->rl[i][k]] += dbk[k];
             add_cost(&m->cost, gemm_flops(l, ni, no, B) * (dxp ? 2 : 1), m->emask[l->wt] != NULL,
                      w->dens[i]);
             if (w->gathered[i]) scatter_dw(m, i);

@@ -194,7 +194,14 @@ static void test_narrow_scale(void)
 }
 
 /* ---- narrowing/masks against the dense model with zeroed weights ---- */
-enum { NARROW_PREFIX, NARROW_ROLL, NARROW_ROWS, NARROW_EMASK };
+enum {
+    NARROW_PREFIX,
+    NARROW_ROLL,
+    NARROW_ROWS,
+    NARROW_EMASK,
+    NARROW_EMASK_ROWS,
+    NARROW_EMASK_DEAD
+};
 
 static void compare_dense(const char *name, int c, int h, int w, int k, int mode)
 {
@@ -205,7 +212,7 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
     nn_model_init(&s, &a, B);
     nn_model_init(&d, &a, B);
     nn_model_init_params(&s, &rng);
-    uint8_t *keep[NN_MAX_LAYERS] = {0}, *mask = NULL;
+    uint8_t *keep[NN_MAX_LAYERS] = {0}, *mask = NULL, *masks[NN_MAX_TENSORS] = {0};
     int mt = -1;
     if (mode == NARROW_PREFIX) nn_model_set_width(&s, 0.5, 0);
     if (mode == NARROW_ROLL) nn_model_set_width(&s, 0.4, 7); /* wraps around */
@@ -224,6 +231,29 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
         for (size_t j = 0; j < n; j++)
             mask[j] = sim_rng_uniform(&rng) < 0.3;
         nn_model_set_mask(&s, mt, mask);
+    }
+    /* masks that drop whole output rows, which forward and backward skip: 40% of the rows of
+     * every conv/linear weight (half of each other row's entries), or all rows of the second
+     * one; a dropped row's output is its bias */
+    if (mode == NARROW_EMASK_ROWS || mode == NARROW_EMASK_DEAD) {
+        int nth = 0;
+        for (int i = 0; i < a.n; i++) {
+            if (a.l[i].op != NN_CONV && a.l[i].op != NN_LINEAR) continue;
+            const nn_tensor *t = &a.layout.t[a.l[i].wt];
+            uint8_t *mk = masks[a.l[i].wt] = malloc((size_t)t->rows * t->cols);
+            for (int r = 0; r < t->rows; r++) {
+                int dead = mode == NARROW_EMASK_DEAD ? nth == 1 : sim_rng_uniform(&rng) < 0.4;
+                for (int j = 0; j < t->cols; j++)
+                    mk[(size_t)r * t->cols + j] =
+                            !dead && (mode == NARROW_EMASK_DEAD || sim_rng_uniform(&rng) < 0.5);
+            }
+            nth++;
+        }
+        nn_model_set_masks(&s, (const uint8_t *const *)masks);
+        for (int i = 0; i < a.n; i++) /* non-zero biases, so that dropped rows output something */
+            if (a.l[i].bt >= 0)
+                for (int r = 0; r < a.l[i].oc; r++)
+                    s.params[a.layout.t[a.l[i].bt].off + r] = 0.3f * (float)(r % 3) - 0.2f;
     }
     size_t nf = a.layout.n_floats;
     for (size_t i = 0; i < nf; i++)
@@ -265,11 +295,14 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
     CHECK_MSG(dg < 1e-4 * fmax(1, scale), "%s mode %d: live gradients differ by %g", name, mode,
               dg);
     CHECK_MSG(dead == 0, "%s mode %d: dead parameters got gradient %g", name, mode, dead);
-    if (mode == NARROW_EMASK) {
+    if (mode >= NARROW_EMASK) {
         CHECK_MSG(s.cost.flops == d.cost.flops, "element masks count dense FLOPs");
         CHECK(s.cost.flops_masked > 0);
         double dens = s.cost.flops_masked_nnz / s.cost.flops_masked;
-        CHECK_MSG(dens > 0.2 && dens < 0.4, "masked density %.3f near 0.3", dens);
+        if (mode == NARROW_EMASK)
+            CHECK_MSG(dens > 0.2 && dens < 0.4, "masked density %.3f near 0.3", dens);
+        if (mode == NARROW_EMASK_ROWS)
+            CHECK_MSG(dens > 0.2 && dens < 0.4, "masked density %.3f near 0.6·0.5", dens);
         CHECK(d.cost.flops_masked == 0);
     } else {
         CHECK_MSG(s.cost.flops < 0.8 * d.cost.flops, "%s mode %d: %g FLOPs vs dense %g", name, mode,
@@ -291,6 +324,8 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
     CHECK(moved_live > 0);
     for (int i = 0; i < NN_MAX_LAYERS; i++)
         free(keep[i]);
+    for (int t = 0; t < NN_MAX_TENSORS; t++)
+        free(masks[t]);
     free(mask);
     free(before);
     free(x);
@@ -574,7 +609,7 @@ int main(void)
                 {"lenet5-caffe", 1, 16, 16, 10},
                 {"pa3dfl-cnn", 1, 12, 12, 10}};
     for (size_t i = 0; i < SIM_ARRAY_LEN(nets); i++)
-        for (int mode = NARROW_PREFIX; mode <= NARROW_EMASK; mode++)
+        for (int mode = NARROW_PREFIX; mode <= NARROW_EMASK_DEAD; mode++)
             compare_dense(nets[i].name, nets[i].c, nets[i].h, nets[i].w, nets[i].k, mode);
     test_sgd();
     test_fused_step(1, 0.9f);
