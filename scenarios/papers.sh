@@ -8,6 +8,8 @@
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
 #   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
+#   env -u OPENBLAS_CORETYPE sh scenarios/papers.sh ...  (where the environment forces OpenBLAS's
+#                    AVX2 kernels on an AVX-512 CPU: ~24% faster; README, "Throughput")
 # A campaign outlives a machine: each finished run's scenario, metrics and clients files are kept
 # in scenarios/results/CAMPAIGN/ (tracked; after each sweep, and by --report), and a campaign
 # started where runs/ is empty takes them back first, so its sweeps skip those runs.
@@ -24,7 +26,7 @@
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
 #                 also HeteroFL's and FedRolex's row there
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
-#                 Local, then pFedGate and FedAvg on the phone/laptop mix; ~3 h a run
+#                 Local, then pFedGate and FedAvg on the phone/laptop mix; ~1-2 h a run
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds

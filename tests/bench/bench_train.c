@@ -176,8 +176,9 @@ int main(void)
     if (!have_torch)
         printf("PyTorch not found: apt-get install python3-torch to get the ratio column\n");
     double peak = sgemm_peak();
-    printf("sgemm peak (1024^3, one thread): %.1f GFLOP/s; best of %d alternating %gs runs\n", peak,
-           REPS, SECONDS);
+    printf("sgemm peak (1024^3, one thread, OpenBLAS's %s kernels): %.1f GFLOP/s; best of %d "
+           "alternating %gs runs\n",
+           openblas_get_corename(), peak, REPS, SECONDS);
     printf("GFLOP/s: the FLOPs a device is charged (direct convolution; Winograd convs run "
            "fewer)\n\n");
     result rs[] = {
