@@ -672,9 +672,11 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
             for (int i = 0; i < L; i++) {
                 Mt[i] = I[i] ? gt.M[i] : 0.0f;
                 used[i] |= I[i];
-                for (size_t e = b.off[i]; I[i] && e < b.off[i] + b.len[i]; e++)
-                    m->params[e] = theta[e] * Mt[i];
-                if (!I[i]) memset(m->params + b.off[i], 0, sizeof(float) * b.len[i]);
+                if (!I[i])
+                    memset(m->params + b.off[i], 0, sizeof(float) * b.len[i]);
+                else
+                    for (size_t e = b.off[i]; e < b.off[i] + b.len[i]; e++)
+                        m->params[e] = theta[e] * Mt[i];
             }
             /* the same selection as the last batch keeps its masks (and the model's live map) */
             if (!masked || memcmp(I, Iprev, (size_t)L)) set_block_masks(m, &b, I, mask);

@@ -1102,18 +1102,18 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
             if (nl < no) {   /* dropped rows: their bias has a gradient, their weights none */
                 int nb = conv ? 1 : B;
                 size_t len = conv ? (size_t)B * l->oh * l->ow : 1;
-                for (int r = 0, k = 0; db && r < no; r++) {
-                    if (k < nl && w->rl[i][k] == r) {
-                        k++;
-                        continue;
-                    }
-                    double sum = 0;
-                    for (int s = 0; s < nb; s++)
-                        for (size_t j = 0; j < len; j++)
-                            sum += (double)dy[((size_t)s * no + r) * len + j];
-                    db[r] += (float)sum;
-                }
                 if (db) {
+                    for (int r = 0, k = 0; r < no; r++) {
+                        if (k < nl && w->rl[i][k] == r) {
+                            k++;
+                            continue;
+                        }
+                        double sum = 0;
+                        for (int s = 0; s < nb; s++)
+                            for (size_t j = 0; j < len; j++)
+                                sum += (double)dy[((size_t)s * no + r) * len + j];
+                        db[r] += (float)sum;
+                    }
                     dbk = vec_scratch(m, i, l->oc) + 3 * l->oc;
                     memset(dbk, 0, sizeof(float) * (size_t)nl);
                 }
