@@ -8,8 +8,8 @@
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
 #   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
-#   env -u OPENBLAS_CORETYPE sh scenarios/papers.sh ...  (where the environment forces OpenBLAS's
-#                    AVX2 kernels on an AVX-512 CPU: ~24% faster; README, "Throughput")
+#   OPENBLAS_CORETYPE=SkylakeX sh scenarios/papers.sh ...  (OpenBLAS's kernels: unset, fedsim
+#                    picks those of the CPU's widest vector units; README, "Throughput")
 # A campaign outlives a machine: each finished run's scenario, metrics and clients files are kept
 # in scenarios/results/CAMPAIGN/ (tracked; after each sweep, and by --report), and a campaign
 # started where runs/ is empty takes them back first, so its sweeps skip those runs.

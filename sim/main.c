@@ -14,6 +14,7 @@
 #include "nn/train.h"
 #include "plots/plot.h"
 #include "sim/base.h"
+#include "sim/blas.h"
 #include "sim/checkpoint.h"
 #include "sim/engine.h"
 #include "sim/rng.h"
@@ -117,7 +118,13 @@ static const char usage[] =
         "  --width P          train the first ceil(P*C) channels of every hidden layer [1]\n"
         "  --seed N           run seed: weights and batch order [1]\n"
         "  --test-subset N    evaluate on the first N test samples, 0 = all [0]\n"
-        "  --threads N        BLAS threads; results are reproducible only with 1 [1]\n";
+        "  --threads N        BLAS threads; results are reproducible only with 1 [1]\n"
+        "\n"
+        "environment:\n"
+        "  OPENBLAS_CORETYPE  OpenBLAS's kernels. Unset, fedsim runs on OpenBLAS's own choice,\n"
+        "                     or on its SkylakeX (Haswell) kernels where that choice lacks the\n"
+        "                     CPU's AVX-512 (AVX2): a CPU newer than the library gets its SSE3\n"
+        "                     ones. Results repeat byte for byte on the same kernels.\n";
 
 typedef struct train_opts {
     const char *model, *data, *data_dir;
@@ -1298,7 +1305,9 @@ static int cli(int argc, char **argv, rank_hooks *ranks)
     for (int i = 1; i < argc; i++) /* `fedsim sweep --help` asks for the same text */
         help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
     if (argc < 2 || help) {
-        fputs(usage, argc < 2 ? stderr : stdout);
+        FILE *f = argc < 2 ? stderr : stdout;
+        fputs(usage, f);
+        fprintf(f, "                     In use here: %s.\n", sim_blas_corename());
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2, ranks);
@@ -1408,6 +1417,7 @@ static int mpi_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    sim_blas_kernels(argv); /* may start fedsim again, on faster kernels: before anything else */
     /* One BLAS thread before anything can call BLAS: results must not depend on a thread count,
      * and the run's training workers are forked processes, which inherit this setting (threads do
      * not survive fork). `fedsim train --threads` raises it for itself. */

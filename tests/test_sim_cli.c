@@ -2,7 +2,8 @@
  * the golden file byte for byte (tests/golden/tiny.trace; regenerate deliberately with
  * FEDSIM_GOLDEN_UPDATE=1 and review the diff), the same scenario and seed give byte-identical
  * output files, another seed gives others, bad scenarios fail with exit status 2 and a message
- * naming file:line:col and the key, and `--help` after a command prints the usage. The binary
+ * naming file:line:col and the key, `--help` after a command prints the usage, and OpenBLAS
+ * runs on kernels that use the CPU (or the user's, when OPENBLAS_CORETYPE names them). The binary
  * is $FEDSIM_BIN (make test sets it). */
 #include "sim/units.h"
 #include "tests/check.h"
@@ -148,6 +149,47 @@ static int check_fast_row(const char *sets, sim_time *train, sim_time *up)
     return !sim_parse_time(ts, train, &err) && !sim_parse_time(us, up, &err);
 }
 
+/* The last line of `fedsim help` under the environment prefix env: the kernels in use. */
+static char *kernels(const char *env)
+{
+    char cmd[512], path[128];
+    snprintf(path, sizeof path, "%s/kernels.txt", dir);
+    snprintf(cmd, sizeof cmd, "env %s %s help | tail -n 1 > %s", env, bin, path);
+    size_t len;
+    return system(cmd) == 0 ? test_slurp(path, &len) : NULL;
+}
+
+/* With OPENBLAS_CORETYPE unset, fedsim runs on kernels that use the CPU's widest vector units
+ * (OpenBLAS falls back to SSE3 ones on CPUs newer than itself); a user's setting is kept. */
+static void test_kernels(void)
+{
+    static const char *const avx512[] = {"SkylakeX.", "Cooperlake.", "SapphireRapids.", NULL};
+    static const char *const avx2[] = {
+            "Haswell.", "Zen.", "Excavator.", "SkylakeX.", "Cooperlake.", "SapphireRapids.", NULL};
+    const char *const *want = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd"))
+        want = avx512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = avx2;
+    char *txt = kernels("-u OPENBLAS_CORETYPE");
+    int ok = txt && strstr(txt, "In use here: ");
+    if (ok && want) {
+        const char *name = strstr(txt, "In use here: ") + strlen("In use here: ");
+        for (ok = 0; *want; want++)
+            ok |= !strncmp(name, *want, strlen(*want));
+    }
+    CHECK_MSG(ok, "unset OPENBLAS_CORETYPE: kernels for this CPU's vector units: %s",
+              txt ? txt : "(nothing)");
+    free(txt);
+    txt = kernels("OPENBLAS_CORETYPE=Haswell");
+    CHECK_MSG(txt && strstr(txt, "In use here: Haswell.\n"), "the user's kernels kept: %s",
+              txt ? txt : "(nothing)");
+    free(txt);
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -233,6 +275,7 @@ int main(void)
               (long long)u_gate, (long long)t_avg, (long long)u_avg);
     test_bad();
     test_shift();
+    test_kernels();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
     return CHECK_DONE();

@@ -5,6 +5,7 @@
  * process so peaks do not mix. Outputs (events.msgpack included) are written as in a real run.
  * Target from issue 3: 1M clients in under 30 s and under 2 GB. Timings only.
  */
+#include "sim/blas.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
 
@@ -77,8 +78,10 @@ static int run_one(int clients)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    sim_blas_kernels(argv); /* the kernels fedsim runs on */
     openblas_set_num_threads(1);
     printf("engine, cost-only: 1,000 rounds of 1,000 clients (1,300 started)\n");
     fflush(stdout);

@@ -16,6 +16,7 @@
 #include "nn/data.h"
 #include "nn/model.h"
 #include "nn/train.h"
+#include "sim/blas.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -161,8 +162,10 @@ static void bench_once(result *r, const nn_dataset *train)
         free(masks[ti]);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    sim_blas_kernels(argv); /* the kernels fedsim runs on */
     openblas_set_num_threads(1);
     const char *dir = "/usr/share/datasets/fashion-mnist";
     nn_dataset train = {0}, test = {0};
@@ -178,7 +181,7 @@ int main(void)
     double peak = sgemm_peak();
     printf("sgemm peak (1024^3, one thread, OpenBLAS's %s kernels): %.1f GFLOP/s; best of %d "
            "alternating %gs runs\n",
-           openblas_get_corename(), peak, REPS, SECONDS);
+           sim_blas_corename(), peak, REPS, SECONDS);
     printf("GFLOP/s: the FLOPs a device is charged (direct convolution; Winograd convs run "
            "fewer)\n\n");
     result rs[] = {

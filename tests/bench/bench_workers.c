@@ -15,6 +15,7 @@
  * sample-weighted FedAvg). Per-round times compare whole runs over 5: fedsim's includes forking
  * its workers and building the population, PyTorch's only its rounds (data loaded beforehand).
  */
+#include "sim/blas.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
 
@@ -112,8 +113,10 @@ static double torch_round_s(const char *jobs_path)
     return pclose(p) == 0 ? s : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    sim_blas_kernels(argv); /* the kernels fedsim runs on */
     openblas_set_num_threads(1);
     const char *sets[] = {"rounds=5", "eval.every=0", "eval.test_subset=1000"};
     sim_scenario sc;
