@@ -1,7 +1,7 @@
 /* sim/blas.c -- OpenBLAS's kernel choice, corrected where it falls back below the CPU (blas.h).
  *
  * Why: Debian 12's OpenBLAS 0.3.21 does not know Sapphire Rapids and runs its SSE3 kernels there:
- * sgemm at 20 GFLOP/s on one core, where the AVX-512 kernels it ships run at 147 on the same
+ * sgemm at 34 GFLOP/s on one core, where the AVX-512 kernels it ships run at 164 on the same
  * core (`make bench` prints which it uses). The training jobs are mostly GEMMs, so a run takes
  * 1.7x as long. A user's OPENBLAS_CORETYPE is always kept, even an unhelpful one.
  */
