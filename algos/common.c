@@ -171,7 +171,8 @@ void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double
     fl_loop L;
     fl_loop_start(&L, env, job, m);
     nn_sgd opt = {(float)L.lr, (float)cfg->momentum, (float)weight_decay, (float)cfg->clip};
-    memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
+    if (!cfg->persistent_momentum) /* else the caller loaded it: fl_momentum_load */
+        memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats);
     for (int nb; (nb = fl_loop_next(&L));) {
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
         if (!fn) {
@@ -184,6 +185,41 @@ void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double
         nn_model_sgd_step(m, &opt);
     }
     fl_loop_finish(&L, res);
+}
+
+int fl_momentum_load(const fl_env *env, const fl_job *job, int skip, nn_model *m, sim_err *err)
+{
+    size_t nf = m->arch.layout.n_floats, off = 0;
+    memset(m->mom, 0, sizeof(float) * nf);
+    if (!env->cfg->persistent_momentum || !job->priv) return SIM_OK;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = SIM_OK, k = 0;
+    for (; k <= skip && off < job->priv_len; k++)
+        if (msgpack_unpack_next(&u, job->priv, job->priv_len, &off) != MSGPACK_UNPACK_SUCCESS) {
+            rc = sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not msgpack");
+            break;
+        }
+    if (!rc && k == skip + 1) /* else a state kept without momentum: zero */
+        rc = nn_unpack_f32(m->mom, nf, &u.data, "kept momentum", err);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+void fl_momentum_save(const fl_env *env, const nn_model *m, fl_result *res)
+{
+    if (!env->cfg->persistent_momentum) return;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
+    nn_pack_f32(&pk, m->mom, m->arch.layout.n_floats);
+}
+
+int fl_persistent_momentum_ok(const char *algo)
+{
+    static const char *const ok[] = {"fedavg", "fedavg-ft", "fedprox", "local", "pfedgate", NULL};
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(algo, ok[i])) return 1;
+    return 0;
 }
 
 typedef struct prox_ctx {

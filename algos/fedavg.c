@@ -82,12 +82,14 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
     }
     int rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message", err);
     if (rc) return rc;
+    if ((rc = fl_momentum_load(env, job, 0, m, err))) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
     fl_local_sgd(env, job, m, mu, w->ref, res);
     for (size_t j = 0; j < nf; j++) /* the upload is the change, computed in place in ref */
         w->ref[j] = m->params[j] - w->ref[j];
     nn_pack_params(&res->up, env->arch, w->ref);
     res->up_bytes = res->up.size;
+    fl_momentum_save(env, m, res);
     return SIM_OK;
 }
 

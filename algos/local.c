@@ -64,8 +64,11 @@ static int local_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
         fl_init_params(m, env);
         nn_model_init_fit_live(m);
     }
+    int rc = fl_momentum_load(env, job, 1, m, err);
+    if (rc) return rc;
     fl_local_sgd(env, job, m, 0, NULL, res);
     nn_pack_params(&res->priv, env->arch, m->params);
+    fl_momentum_save(env, m, res);
     return SIM_OK;
 }
 

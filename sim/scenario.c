@@ -641,6 +641,7 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         (rc = get_double(&s, "momentum", 0, 1, 0, &c->momentum, err)) ||
         (rc = get_double(&s, "weight_decay", 0, 1, 0, &c->weight_decay, err)) ||
         (rc = get_double(&s, "clip", 0, 1e9, 0, &c->clip, err)) ||
+        (rc = get_bool(&s, "persistent_momentum", 0, &c->persistent_momentum, err)) ||
         (rc = get_double(&s, "lr_decay", 0, 10, 1, &c->lr_decay, err)) ||
         (rc = get_double(&s, "mu", 0, 1e3, 0.01, &c->mu, err)) ||
         (rc = get_double(&s, "server_lr", 0, 1e3, 1, &c->server_lr, err)) ||
@@ -648,6 +649,15 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         return rc;
     if (c->local_epochs == 0 && c->local_steps == 0)
         return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
+    if (c->persistent_momentum && !fl_persistent_momentum_ok(c->name))
+        return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
+                             "persistent_momentum: %s restarts its momentum every job (kept by "
+                             "fedavg, fedavg-ft, fedprox, local and pfedgate; SpaFL's: "
+                             "spafl.momentum)",
+                             c->name);
+    if (c->persistent_momentum && c->momentum <= 0)
+        return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
+                             "persistent_momentum: true needs momentum > 0");
     /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
      * over algorithm.name can keep one scenario */
     if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&

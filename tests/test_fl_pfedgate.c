@@ -8,7 +8,8 @@
  * M = 1/2 the straight-through scaling makes the change twice FedAvg's on θ/2 at a quarter lr.
  * Evaluation (the code's rule): a client whose upload the aggregation absorbed is evaluated on its
  * own trained copy (the model it started from plus its change), the others on the new global
- * model, and once the aggregation's event ends everyone on the global model. */
+ * model, and once the aggregation's event ends everyone on the global model. With
+ * persistent_momentum, the model's momentum travels with the gate to the client's next job. */
 #include "algos/algo.h"
 #include "algos/pfedgate.h"
 #include "nn/pack.h"
@@ -156,7 +157,7 @@ static void read_up(const fl_result *r, float *v, size_t n)
     sim_err err = {0};
     CHECK(msgpack_unpack_next(&u, r->up.data, r->up.size, &off) == MSGPACK_UNPACK_SUCCESS);
     const msgpack_object *data = nn_map_get(&u.data, "data");
-    CHECK(data && nn_unpack_f32(v, n, data, "pfedgate", &err) == SIM_OK);
+    CHECK_MSG(data && nn_unpack_f32(v, n, data, "pfedgate", &err) == SIM_OK, "%s", err.msg);
     msgpack_unpacked_destroy(&u);
 }
 
@@ -307,6 +308,95 @@ static void test_equals_fedavg(void)
     fixture_free(&f);
 }
 
+/* The second object of a private state (the model's momentum a client keeps) into v: 0 if none. */
+static int read_velocity(const fl_result *r, float *v, size_t n)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    sim_err err = {0};
+    int ok = msgpack_unpack_next(&u, r->priv.data, r->priv.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+             msgpack_unpack_next(&u, r->priv.data, r->priv.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+             nn_unpack_f32(v, n, &u.data, "velocity", &err) == SIM_OK;
+    msgpack_unpacked_destroy(&u);
+    return ok;
+}
+
+/* An upload of every block (values in block order, through packed) at its arena offsets in d
+ * (zero between tensors). */
+static void up_at(const fl_result *r, const fl_pg_blocks *b, float *packed, float *d)
+{
+    read_up(r, packed, b->d);
+    memset(d, 0, sizeof(float) * (b->off[b->n - 1] + b->len[b->n - 1]));
+    for (int i = 0, k = 0; i < b->n; k += (int)b->len[i], i++)
+        memcpy(d + b->off[i], packed + k, sizeof(float) * b->len[i]);
+}
+
+/* persistent_momentum (the code's optimizer): the model's momentum goes back with the gate and the
+ * next job starts from it. One step a job, gate fixed at G = M = 1 and no budget: job 1 keeps
+ * v1 = −Δ1/lr; job 2 from the same global model moves by its step without the kept momentum
+ * plus −lr·μ·v1, and keeps v2 = μ·v1 − Δ2'/lr. Without it nothing is kept. */
+static void test_keep_momentum(void)
+{
+    fixture f;
+    if (!fixture_init(&f, 1)) return;
+    f.cfg.pfedgate.gate_lr = 0;
+    f.cfg.persistent_momentum = 1;
+    f.cfg.local_steps = 1;
+    f.cfg.momentum = 0.9;
+    f.cfg.weight_decay = 5e-4;
+    sim_err err = {0};
+    size_t nf = f.a.layout.n_floats;
+    void *sv = fl_pfedgate.server_new(&f.env, &err);
+    fl_pg_blocks b;
+    fl_pg_blocks_build(&b, &f.a, 5, fl_pg_s_min(5, 1), 0);
+    fl_pg_gate gt;
+    sim_rng r;
+    sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
+    fl_pg_gate_init(&gt, f.a.in_c, f.a.in_h * f.a.in_w, b.n, 2, 32, &r);
+    fl_pg_gate_fix(&gt, 1);
+    msgpack_sbuffer priv;
+    msgpack_sbuffer_init(&priv);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
+    nn_pack_f32(&pk, gt.p, gt.n_saved);
+    float *d1 = malloc(sizeof(float) * nf), *d2 = malloc(sizeof(float) * nf),
+          *d2f = malloc(sizeof(float) * nf), *v1 = malloc(sizeof(float) * nf),
+          *v2 = malloc(sizeof(float) * nf);
+    float *packed = malloc(sizeof(float) * b.d);
+    fl_result r1, r2, r2f;
+    job(&fl_pfedgate, &f.env, sv, 0, &priv, &r1, &f.w);
+    /* the same client's next job on the same global model, with and without the kept state */
+    job(&fl_pfedgate, &f.env, sv, 0, &r1.priv, &r2, &f.w);
+    job(&fl_pfedgate, &f.env, sv, 0, &priv, &r2f, &f.w);
+    up_at(&r1, &b, packed, d1), up_at(&r2, &b, packed, d2), up_at(&r2f, &b, packed, d2f);
+    CHECK_MSG(read_velocity(&r1, v1, nf) && read_velocity(&r2, v2, nf),
+              "persistent_momentum keeps the model's momentum in the private state");
+    double lr = f.cfg.lr, mu = f.cfg.momentum, e1 = 0, e2 = 0, e3 = 0, big = 0;
+    for (size_t j = 0; j < nf; j++) {
+        e1 = fmax(e1, fabs(v1[j] + d1[j] / lr));
+        e2 = fmax(e2, fabs(d2[j] - (d2f[j] - lr * mu * v1[j])));
+        e3 = fmax(e3, fabs(v2[j] - (mu * v1[j] - d2f[j] / lr)));
+        big = fmax(big, fabs(v1[j]));
+    }
+    CHECK_MSG(big > 1e-3 && e1 < 1e-5 * big, "v1 = -Δ1/lr within %g (largest %g)", e1, big);
+    CHECK_MSG(e2 < 1e-6 * big, "job 2 adds -lr·μ·v1 to its own step within %g", e2);
+    CHECK_MSG(e3 < 1e-5 * big, "v2 = μ·v1 + its own step's gradient within %g", e3);
+    fl_result_destroy(&r2);
+    f.cfg.persistent_momentum = 0;
+    job(&fl_pfedgate, &f.env, sv, 0, &r1.priv, &r2, &f.w);
+    up_at(&r2, &b, packed, d2);
+    CHECK_MSG(!read_velocity(&r2, v2, nf) && !memcmp(d2, d2f, sizeof(float) * nf),
+              "without persistent_momentum nothing is kept nor nor uses a kept momentum");
+    fl_result_destroy(&r1), fl_result_destroy(&r2), fl_result_destroy(&r2f);
+    free(d1), free(d2), free(d2f), free(v1), free(v2), free(packed);
+    msgpack_sbuffer_destroy(&priv);
+    fl_pg_gate_free(&gt);
+    fl_pg_blocks_free(&b);
+    fl_pfedgate.server_free(sv);
+    fixture_free(&f);
+}
+
 /* The server state [global, num = 0, den = 0] that pfedgate_load takes, holding params. */
 static void load_global(void *server, const float *params, size_t nf)
 {
@@ -418,5 +508,6 @@ int main(void)
     test_gate(2);
     test_equals_fedavg();
     test_eval_own_copy();
+    test_keep_momentum();
     return CHECK_DONE();
 }

@@ -88,6 +88,10 @@ static void test_bad(void)
              "batch_size: 16, pfedgate: {eval: own}}\n"
              "federation: {mode: async, concurrency: 2, buffer: 2}",
              "bad.yaml:6:76: eval: own needs federation.mode: sync"},
+            {"name: fedavg", "name: ditto, momentum: 0.9, persistent_momentum: true",
+             "bad.yaml:6:62: persistent_momentum: ditto restarts its momentum every job"},
+            {"name: fedavg", "name: fedavg, persistent_momentum: true",
+             "persistent_momentum: true needs momentum > 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);
