@@ -203,6 +203,20 @@ static void fixture_free(fixture *f)
     nn_dataset_destroy(&f->train), nn_dataset_destroy(&f->test);
 }
 
+/* A two-path gate over b's blocks fixed at G = M = 1, and a private state holding it. */
+static void fixed_gate(const fixture *f, const fl_pg_blocks *b, fl_pg_gate *gt,
+                       msgpack_sbuffer *priv)
+{
+    sim_rng r;
+    sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
+    fl_pg_gate_init(gt, f->a.in_c, f->a.in_h * f->a.in_w, b->n, 2, 32, &r);
+    fl_pg_gate_fix(gt, 1);
+    msgpack_sbuffer_init(priv);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, priv, msgpack_sbuffer_write);
+    nn_pack_f32(&pk, gt->p, gt->n_saved);
+}
+
 /* A gate fixed at G = M = 1 with budget 1 makes pFedGate FedAvg: the same changes uploaded (as
  * every block), and the same global model after per-block aggregation. At M = 1/2 the model
  * trains θ/2, and its gradient reaches θ halved. */
@@ -217,15 +231,8 @@ static void test_equals_fedavg(void)
     fl_pg_blocks b;
     fl_pg_blocks_build(&b, &f.a, 5, fl_pg_s_min(5, 1), 0);
     fl_pg_gate gt;
-    sim_rng r;
-    sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
-    fl_pg_gate_init(&gt, f.a.in_c, f.a.in_h * f.a.in_w, b.n, 2, 32, &r);
-    fl_pg_gate_fix(&gt, 1);
     msgpack_sbuffer priv;
-    msgpack_sbuffer_init(&priv);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
-    nn_pack_f32(&pk, gt.p, gt.n_saved);
+    fixed_gate(&f, &b, &gt, &priv);
     float *dg = malloc(sizeof(float) * nf), *da = malloc(sizeof(float) * nf);
     double worst = 0;
     for (int c = 0; c < 2; c++) {
@@ -258,6 +265,8 @@ static void test_equals_fedavg(void)
      * quarter of the lr, its change doubled */
     fl_pg_gate_fix(&gt, 0.5);
     msgpack_sbuffer_clear(&priv);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
     nn_pack_f32(&pk, gt.p, gt.n_saved);
     msgpack_sbuffer half;
     msgpack_sbuffer_init(&half);
@@ -351,15 +360,8 @@ static void test_keep_momentum(void)
     fl_pg_blocks b;
     fl_pg_blocks_build(&b, &f.a, 5, fl_pg_s_min(5, 1), 0);
     fl_pg_gate gt;
-    sim_rng r;
-    sim_rng_seed(&r, 1, SIM_RNG_TEST, 0);
-    fl_pg_gate_init(&gt, f.a.in_c, f.a.in_h * f.a.in_w, b.n, 2, 32, &r);
-    fl_pg_gate_fix(&gt, 1);
     msgpack_sbuffer priv;
-    msgpack_sbuffer_init(&priv);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
-    nn_pack_f32(&pk, gt.p, gt.n_saved);
+    fixed_gate(&f, &b, &gt, &priv);
     float *d1 = malloc(sizeof(float) * nf), *d2 = malloc(sizeof(float) * nf),
           *d2f = malloc(sizeof(float) * nf), *v1 = malloc(sizeof(float) * nf),
           *v2 = malloc(sizeof(float) * nf);
