@@ -53,8 +53,13 @@ static const char *const variants[][2] = {
         {"fjord", "--set algorithm.name=fjord"},
         /* the warmup (scores in private state, masks.tsv rows in server state) crosses it */
         {"fedpews", "--set algorithm.name=fedpews --set algorithm.pews.warmup=0.6"},
-        /* the gates (private, with their running statistics) and per-parameter sums */
-        {"pfedgate", "--set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.5"},
+        /* the gates (private, with their running statistics and the model's kept momentum)
+         * and per-parameter sums */
+        {"pfedgate", "--set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.5 "
+                     "--set algorithm.momentum=0.9 --set algorithm.persistent_momentum=true"},
+        /* a private model and its kept momentum */
+        {"local", "--set algorithm.name=local --set algorithm.momentum=0.9 "
+                  "--set algorithm.persistent_momentum=true"},
         /* masks and weights in private state, per-client copies the server tracks, all phases */
         {"dmpfl", "--set algorithm.name=dmpfl --set algorithm.dmpfl.iterations=1"},
 };
