@@ -299,12 +299,14 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
 typedef void fl_grad_fn(nn_model *m, void *ctx);
 void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
                        fl_grad_fn *fn, void *ctx, fl_result *res);
-/* algorithm.persistent_momentum (the algorithms fl_persistent_momentum_ok names): m->mom is the
+/* algorithm.persistent_momentum (kept by the algorithms fl_momentum_keepers names, a
+ * NULL-terminated list; fl_persistent_momentum_ok looks one up): m->mom is the
  * client's momentum from its last job, kept in its private state after the algorithm's own
  * `skip` msgpack objects, or zero (none kept yet, or momentum per job). Both local SGD loops
  * start from m->mom as it is then; fl_momentum_save appends it to the new private state. */
 int fl_momentum_load(const fl_env *env, const fl_job *job, int skip, nn_model *m, sim_err *err);
 void fl_momentum_save(const fl_env *env, const nn_model *m, fl_result *res);
+extern const char *const fl_momentum_keepers[];
 int fl_persistent_momentum_ok(const char *algo);
 
 /* Checkpoint of a FedAvg-style server: [global floats, acc doubles, mass] with the arrays as raw

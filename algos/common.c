@@ -214,11 +214,13 @@ void fl_momentum_save(const fl_env *env, const nn_model *m, fl_result *res)
     nn_pack_f32(&pk, m->mom, m->arch.layout.n_floats);
 }
 
+const char *const fl_momentum_keepers[] = {"fedavg", "fedavg-ft", "fedprox",
+                                           "local",  "pfedgate",  NULL};
+
 int fl_persistent_momentum_ok(const char *algo)
 {
-    static const char *const ok[] = {"fedavg", "fedavg-ft", "fedprox", "local", "pfedgate", NULL};
-    for (int i = 0; ok[i]; i++)
-        if (!strcmp(algo, ok[i])) return 1;
+    for (int i = 0; fl_momentum_keepers[i]; i++)
+        if (!strcmp(algo, fl_momentum_keepers[i])) return 1;
     return 0;
 }
 

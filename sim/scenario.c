@@ -649,12 +649,16 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         return rc;
     if (c->local_epochs == 0 && c->local_steps == 0)
         return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
-    if (c->persistent_momentum && !fl_persistent_momentum_ok(c->name))
+    if (c->persistent_momentum && !fl_persistent_momentum_ok(c->name)) {
+        char list[256] = "";
+        for (int i = 0; fl_momentum_keepers[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     fl_momentum_keepers[i]);
         return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
                              "persistent_momentum: %s restarts its momentum every job (kept by "
-                             "fedavg, fedavg-ft, fedprox, local and pfedgate; SpaFL's: "
-                             "spafl.momentum)",
-                             c->name);
+                             "%s; SpaFL's: spafl.momentum)",
+                             c->name, list);
+    }
     if (c->persistent_momentum && c->momentum <= 0)
         return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
                              "persistent_momentum: true needs momentum > 0");

@@ -389,7 +389,7 @@ static void test_keep_momentum(void)
     job(&fl_pfedgate, &f.env, sv, 0, &r1.priv, &r2, &f.w);
     up_at(&r2, &b, packed, d2);
     CHECK_MSG(!read_velocity(&r2, v2, nf) && !memcmp(d2, d2f, sizeof(float) * nf),
-              "without persistent_momentum nothing is kept nor nor uses a kept momentum");
+              "without persistent_momentum nothing is kept, and a kept momentum is not used");
     fl_result_destroy(&r1), fl_result_destroy(&r2), fl_result_destroy(&r2f);
     free(d1), free(d2), free(d2f), free(v1), free(v2), free(packed);
     msgpack_sbuffer_destroy(&priv);
