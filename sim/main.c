@@ -79,7 +79,8 @@ static const char usage[] =
         "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots.\n"
         "             Run again (after a stop, or with more values), a sweep keeps the points\n"
         "             that finished and resumes the one that was stopped, each only if its\n"
-        "             folder's scenario.yaml is the text the point resolves to\n"
+        "             folder's scenario.yaml is the text the point resolves to (a finished\n"
+        "             one's may also lack keys added since, at their defaults)\n"
         "  plot RUN_DIR... [--out DIR] [--target ACC] [--acc KIND] [--plots FORMAT]\n"
         "             [--plot-window N] [--plot-logx]\n"
         "             redraw one run's plots [into its folder], or overlay several runs\n"
@@ -1122,27 +1123,36 @@ static int has_rows(const char *path)
 
 /* What a sweep run again (after a stop, or to add points) finds in a point's folder dir: this
  * point's run -- its scenario.yaml is the text sc resolved to -- finished (clients.tsv has rows,
- * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. */
+ * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. A finished run from before
+ * a key was added (its scenario.yaml lacks it) is this point's when that file, loaded now, holds
+ * the same settings: a new key's default keeps what the code did without it. An unfinished one
+ * must match as written, since its checkpoint names the text it was started from. */
 enum { POINT_NEW, POINT_FINISHED, POINT_UNFINISHED };
 
 static int point_state(const sim_scenario *sc, const char *dir, int *state)
 {
     *state = POINT_NEW;
     sim_err err = {0};
-    char *text = NULL, path[1700];
+    char *text = NULL, path[1700], ckpt[1700], clients[1700];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return die("sweep: out of memory");
     int rc = sim_yaml_write(sc->doc, f, &err);
     fclose(f);
     snprintf(path, sizeof path, "%s/scenario.yaml", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.msgpack", dir);
+    snprintf(clients, sizeof clients, "%s/clients.tsv", dir);
     if (!rc && file_is(path, text, len)) {
-        snprintf(path, sizeof path, "%s/checkpoint.msgpack", dir);
-        if (access(path, F_OK) == 0) {
+        if (access(ckpt, F_OK) == 0)
             *state = POINT_UNFINISHED;
-        } else {
-            snprintf(path, sizeof path, "%s/clients.tsv", dir);
-            if (has_rows(path)) *state = POINT_FINISHED;
+        else if (has_rows(clients))
+            *state = POINT_FINISHED;
+    } else if (!rc && access(ckpt, F_OK) != 0 && has_rows(clients)) {
+        sim_scenario old; /* the keys it lacks take their defaults, last in their maps */
+        sim_err ignored = {0};
+        if (!sim_scenario_load(&old, path, NULL, 0, &ignored)) {
+            if (sim_yaml_same(old.doc, sc->doc)) *state = POINT_FINISHED;
+            sim_scenario_destroy(&old);
         }
     }
     free(text);

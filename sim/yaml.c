@@ -730,6 +730,19 @@ static int write_node(yaml_emitter_t *em, const sim_yaml *n, sim_err *err)
     return SIM_EINVAL;
 }
 
+int sim_yaml_same(const sim_yaml *a, const sim_yaml *b)
+{
+    if (a->kind != b->kind || a->n != b->n) return 0;
+    if (a->kind == SIM_YAML_SCALAR) return a->quoted == b->quoted && !strcmp(a->value, b->value);
+    for (int i = 0; i < a->n; i++) {
+        const sim_yaml *bi = a->kind == SIM_YAML_SEQ ? b->items[i] : NULL;
+        for (int j = 0; a->kind == SIM_YAML_MAP && j < b->n && !bi; j++) /* keys are unique */
+            if (!strcmp(a->keys[i], b->keys[j])) bi = b->items[j];
+        if (!bi || !sim_yaml_same(a->items[i], bi)) return 0;
+    }
+    return 1;
+}
+
 int sim_yaml_write(const sim_yaml *root, FILE *f, sim_err *err)
 {
     yaml_emitter_t em;

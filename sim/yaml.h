@@ -71,6 +71,10 @@ int sim_yaml_fail(const sim_yaml *node, sim_err *err, const char *fmt, ...)
  * come from file "--set" at line 0, so later errors about them say so. */
 int sim_yaml_set(sim_yaml *root, const char *assignment, sim_err *err);
 
+/* 1 when a and b hold the same settings: the same kinds, scalar texts (quoted alike) and
+ * sequence items in order, and maps with the same keys in any order. */
+int sim_yaml_same(const sim_yaml *a, const sim_yaml *b);
+
 /* Write the tree as block-style YAML (libyaml's emitter), keys in file order. */
 int sim_yaml_write(const sim_yaml *root, FILE *f, sim_err *err);
 

@@ -355,10 +355,19 @@ int main(void)
     CHECK_MSG(sh("test -z \"$(find @/sw -newermt 2001-01-01 \\( -name metrics.tsv -o -name "
                  "events.msgpack \\))\"") == 0,
               "sweep: kept points' outputs not rewritten");
-    CHECK(sh("echo 'rounds: 3' >> @/sw/algorithm.lr=0.1/scenario.yaml") == 0);
+    /* a point finished before a key was added (its scenario.yaml lacks the key, which resolves
+     * to its default) is kept too; one whose scenario resolves otherwise runs again */
+    CHECK(sh("for d in @/sw/*/; do sed -i '/^  persistent_momentum: false$/d' $d/scenario.yaml "
+             "&& ! grep -q persistent_momentum $d/scenario.yaml || exit 1; done") == 0);
+    CHECK(sh("sed -i 's/^rounds: 5$/rounds: 3/' @/sw/algorithm.lr=0.1/scenario.yaml && "
+             "grep -q '^rounds: 3$' @/sw/algorithm.lr=0.1/scenario.yaml") == 0);
     CHECK_MSG(sweep_says("err4", "1/2: algorithm.lr=0.05 (finished before: kept)",
                          "2/2: algorithm.lr=0.1\n"),
-              "sweep: a point whose folder holds another scenario's run runs again");
+              "sweep: a point from before a key was added is kept; one whose folder holds "
+              "another scenario's run runs again");
+    CHECK_MSG(sh("test -z \"$(find @/sw/algorithm.lr=0.05 -newermt 2001-01-01 \\( -name "
+                 "metrics.tsv -o -name events.msgpack \\))\"") == 0,
+              "sweep: the point from before the key was added is not rewritten");
     CHECK_MSG(test_same_outputs(dir, "sw-full/algorithm.lr=0.1", "sw/algorithm.lr=0.1", 1),
               "sweep: the point run again = uninterrupted");
 

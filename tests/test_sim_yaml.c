@@ -53,19 +53,6 @@ static void check_load_error(const char *text, int code, const char *want)
     CHECK_ERR(e, want);
 }
 
-/* structural equality: kinds, scalar text and quoting, keys in order */
-static int same_tree(const sim_yaml *a, const sim_yaml *b)
-{
-    if (a->kind != b->kind || a->n != b->n) return 0;
-    if (a->kind == SIM_YAML_SCALAR)
-        return strcmp(a->value, b->value) == 0 && a->quoted == b->quoted;
-    for (int i = 0; i < a->n; i++) {
-        if (a->kind == SIM_YAML_MAP && strcmp(a->keys[i], b->keys[i]) != 0) return 0;
-        if (!same_tree(a->items[i], b->items[i])) return 0;
-    }
-    return 1;
-}
-
 /* the tree written as YAML, in a malloc'ed string */
 static char *write_str(const sim_yaml *root)
 {
@@ -446,7 +433,7 @@ static void test_write(void)
     sim_yaml *b = NULL;
     sim_err e = {0};
     CHECK(text && sim_yaml_load_string(&b, text, "written", &e) == SIM_OK);
-    CHECK_MSG(b && same_tree(a, b), "round trip differs:\n%s", text);
+    CHECK_MSG(b && sim_yaml_same(a, b), "round trip differs:\n%s", text);
     /* block style, plain where plain is safe */
     CHECK(text && strstr(text, "plain: fmnist\nnum: 0.5\n"));
     CHECK(text && strstr(text, "nested:\n  a:\n  - 1\n  - - 2\n    - 3\n  - b: c\n  d: {}\n"));
@@ -469,7 +456,7 @@ static void test_write(void)
     fclose(f);
     b = NULL;
     CHECK(sim_yaml_load_file(&b, path, &e) == SIM_OK);
-    CHECK(b && same_tree(a, b) && strcmp(b->file, path) == 0);
+    CHECK(b && sim_yaml_same(a, b) && strcmp(b->file, path) == 0);
     sim_yaml_free(b);
     unlink(path);
 
@@ -492,6 +479,31 @@ static void test_write(void)
 }
 
 /* a syntax error in a file reports the file's name and the position */
+/* sim_yaml_same: the settings, not their order in a map */
+static void test_same(void)
+{
+    const char *base = "a: 1\nm: {x: 1, y: [p, q]}\nn: {x: 2}\n";
+    const char *same[] = {"m: {y: [p, q], x: 1}\nn: {x: 2}\na: 1\n", NULL};
+    const char *other[] = {
+            "a: 1\nm: {x: 1, y: [q, p]}\nn: {x: 2}\n",       /* sequence order */
+            "a: 1\nm: {x: 2, y: [p, q]}\nn: {x: 1}\n",       /* values swapped between maps */
+            "a: 1\nm: {x: 1, y: [p, q]}\nn: {x: 2}\nb: 0\n", /* a key more */
+            "a: 1\nm: {x: 1, y: [p, q]}\n",                  /* a key less */
+            "a: '1'\nm: {x: 1, y: [p, q]}\nn: {x: 2}\n",     /* quoted */
+            "a: [1]\nm: {x: 1, y: [p, q]}\nn: {x: 2}\n",     /* kind */
+            "a: 1\nm: {x: 1, z: [p, q]}\nn: {x: 2}\n",       /* key name */
+            NULL};
+    sim_yaml *a = load(base);
+    for (int k = 0; a && k < 2; k++)
+        for (const char *const *t = k ? other : same; *t; t++) {
+            sim_yaml *b = load(*t);
+            CHECK_MSG(b && sim_yaml_same(a, b) == !k && sim_yaml_same(b, a) == !k,
+                      "same(\"%s\", \"%s\") should be %d", base, *t, !k);
+            sim_yaml_free(b);
+        }
+    sim_yaml_free(a);
+}
+
 static void test_file_error(void)
 {
     char path[] = "/tmp/test_sim_yaml_XXXXXX";
@@ -515,6 +527,7 @@ int main(void)
     test_typed();
     test_set();
     test_write();
+    test_same();
     test_file_error();
     return CHECK_DONE();
 }
