@@ -229,6 +229,11 @@ typedef struct fl_algo {
      * (in the same event) are done; what the server kept for that evaluation alone goes here, so
      * it never reaches a checkpoint. */
     void (*server_round_end)(void *server);
+    /* Optional (NULL: none): the algorithm whose personalized accuracy this one's eval_params
+     * gives (evaluated plainly), when eval_client evaluates otherwise after the same training:
+     * DM-PFL+'s per-sample choice over DM-PFL, FedAvg-FT's fine-tuning over FedAvg. The engine
+     * reports both (metrics.tsv's acc_base_* columns), so one run stands for the two methods. */
+    const char *base;
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,

@@ -930,6 +930,7 @@ const fl_algo fl_dmpfl = {"dmpfl",
                           NULL,
                           dmpfl_width,
                           NULL,
+                          NULL,
                           NULL};
 const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                "DM-PFL+: DM-PFL choosing the personal or the global model per "
@@ -948,4 +949,5 @@ const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                NULL,
                                dmpfl_width,
                                plus_eval_client,
-                               NULL};
+                               NULL,
+                               "dmpfl"};

@@ -550,4 +550,5 @@ const fl_algo fl_fedpews = {"fedpews",
                             pews_report,
                             NULL,
                             NULL,
+                            NULL,
                             NULL};

@@ -132,4 +132,5 @@ const fl_algo fl_local = {"local",
                           NULL,
                           local_width,
                           NULL,
+                          NULL,
                           NULL};

@@ -705,4 +705,5 @@ const fl_algo fl_pa3dfl = {"pa3dfl",
                            NULL,
                            pa3dfl_width,
                            NULL,
+                           NULL,
                            NULL};

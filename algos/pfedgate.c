@@ -932,4 +932,5 @@ const fl_algo fl_pfedgate = {
         NULL,
         pfedgate_width,
         pfedgate_eval_client,
-        pfedgate_round_end};
+        pfedgate_round_end,
+        NULL};

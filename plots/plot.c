@@ -99,15 +99,19 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     char line[4096], *f[32];
     int cap = 0, header = 0, nf = 0, ln = 0;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
-        c_round = -1, c_flops = -1;
+        c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1;
     while (fgets(line, sizeof line, fp)) {
         ln++;
         if (line[0] == '#') {
             static const char tag[] = "# fedsim run ";
             if (!strncmp(line, tag, sizeof tag - 1)) {
-                char *name = line + sizeof tag - 1, *end = strstr(name, " seed=");
+                char *name = line + sizeof tag - 1, *end = strstr(name, " seed="),
+                     *base = strstr(name, " base=");
                 if (!end) end = name + strcspn(name, "\r\n");
                 if (end > name) snprintf(m->name, sizeof m->name, "%.*s", (int)(end - name), name);
+                if (base)
+                    snprintf(m->base, sizeof m->base, "%.*s", (int)strcspn(base + 6, " \r\n"),
+                             base + 6);
             }
             continue;
         }
@@ -122,6 +126,8 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             c_drop = col_index(f, nf, "dropped");
             c_round = col_index(f, nf, "round");
             c_flops = col_index(f, nf, "client_flops");
+            c_base = col_index(f, nf, "acc_base_mean");
+            c_base_p10 = col_index(f, nf, "acc_base_p10");
             if (c_t < 0 || c_up < 0 || c_down < 0) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0,
@@ -134,9 +140,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         if (k < nf) continue; /* a row still being written */
         if (m->n == cap) {
             cap = cap ? 2 * cap : 64;
-            double **cols[] = {&m->time_s,  &m->bytes,   &m->acc,   &m->acc_pers,
-                               &m->acc_p10, &m->dropped, &m->round, &m->flops};
-            for (int i = 0; i < 8; i++)
+            double **cols[] = {&m->time_s,  &m->bytes, &m->acc,   &m->acc_pers, &m->acc_p10,
+                               &m->dropped, &m->round, &m->flops, &m->acc_base, &m->acc_base_p10};
+            for (int i = 0; i < 10; i++)
                 *cols[i] = sim_xrealloc(*cols[i], sizeof(double) * (size_t)cap);
         }
         int i = m->n++;
@@ -148,6 +154,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         m->acc_p10[i] = field(f, k, c_p10);
         m->dropped[i] = field(f, k, c_drop);
         m->flops[i] = field(f, k, c_flops);
+        m->acc_base[i] = field(f, k, c_base);
+        m->acc_base_p10[i] = field(f, k, c_base_p10);
+        m->has_base |= !isnan(m->acc_base[i]);
         m->has_global |= !isnan(m->acc[i]);
         m->has_pers |= !isnan(m->acc_pers[i]);
         m->has_p10 |= !isnan(m->acc_p10[i]);
@@ -168,7 +177,23 @@ void plot_metrics_destroy(plot_metrics *m)
     free(m->dropped);
     free(m->round);
     free(m->flops);
+    free(m->acc_base);
+    free(m->acc_base_p10);
     memset(m, 0, sizeof *m);
+}
+
+int plot_metrics_as_base(plot_metrics *m)
+{
+    if (!m->has_base) return 0;
+    double *t = m->acc_pers;
+    m->acc_pers = m->acc_base, m->acc_base = t;
+    t = m->acc_p10;
+    m->acc_p10 = m->acc_base_p10, m->acc_base_p10 = t;
+    m->has_pers = m->has_p10 = 1;
+    m->has_base = 0;
+    size_t len = strlen(m->name);
+    snprintf(m->name + len, sizeof m->name - len, " [base %s]", m->base[0] ? m->base : "?");
+    return 1;
 }
 
 int plot_metrics_pers(const plot_metrics *m)

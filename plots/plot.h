@@ -40,13 +40,19 @@ typedef struct plot_metrics {
     int n;          /* evaluation rows */
     double *time_s, *bytes, *acc, *acc_pers, *acc_p10, *dropped, *round; /* n each (owned) */
     double *flops; /* n (owned): cumulative client FLOPs, NaN in files written before the column */
-    int has_global, has_pers, has_p10; /* the column has at least one number (not NaN) */
+    double *acc_base, *acc_base_p10; /* n each (owned): the base algorithm's personalized mean and
+                                      * bottom decile (fl_algo.base), NaN without one */
+    char base[64];                   /* its name, from " base=NAME" in the header line, or "" */
+    int has_global, has_pers, has_p10, has_base; /* the column has at least one number (not NaN) */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
 
 /* Read RUN_DIR/metrics.tsv. */
 int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err);
 void plot_metrics_destroy(plot_metrics *m);
+/* Make m its base algorithm's run: the acc_base_* columns become the personalized ones and the
+ * name gets " [base NAME]". 0 (m untouched) when m has no base columns. */
+int plot_metrics_as_base(plot_metrics *m);
 /* Whether a run is judged by its personalized mean: when use_pers is set and it has one, or when
  * it has no global model (local training). */
 int plot_metrics_pers(const plot_metrics *m);

@@ -16,7 +16,8 @@
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
 #                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
-#                 client: DM-PFL, DM-PFL+, FedPer, LG-FedAvg); ~2.5 h a run; the report adds
+#                 client: DM-PFL+, FedPer, LG-FedAvg); a DM-PFL+ run reports DM-PFL's accuracy
+#                 too (acc_base_*: same training); ~2.5 h a run; the report adds
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto and LG-FedAvg at the
@@ -25,8 +26,9 @@
 #                 one core beside another run, ~1.4 h (HeteroFL) to ~4 h (Pa3dFL) a run
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
 #                 also HeteroFL's and FedRolex's row there
-#   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg, FedAvg-FT and
-#                 Local, then pFedGate and FedAvg on the phone/laptop mix; ~1-2 h a run
+#   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
+#                 reports FedAvg's accuracy too) and Local, then pFedGate and FedAvg on the
+#                 phone/laptop mix; ~1-2 h a run
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds
@@ -83,10 +85,13 @@ dmpfl)
     sweep decayed dmpfl-fmnist.yaml $d99 --vary algorithm.name=fedper,lg-fedavg
     # shellcheck disable=SC2086
     sweep finetuned dmpfl-fmnist.yaml $ft
-    sweep ablation dmpfl-fmnist.yaml --vary algorithm.dmpfl.iterations=0
+    # DM-PFL+ runs stand for DM-PFL too: the same training, and DM-PFL's evaluation in their
+    # acc_base_* columns (its summary row "[base dmpfl]")
+    sweep ablation dmpfl-fmnist.yaml --set algorithm.name=dmpfl+ \
+        --vary algorithm.dmpfl.iterations=0
     path="partition={scheme: shards, clients: 100, shards: 2, local_test: 0.25,
         local_test_from_train: true}"
-    sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl,dmpfl+,ditto
+    sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep pathological-decayed dmpfl-fmnist.yaml --set "$path" $d99 \
         --vary algorithm.name=fedper,lg-fedavg
@@ -114,8 +119,9 @@ pfedgate)
     # (pfedgate-fmnist.yaml says how they were chosen): pFedGate's model 0.3 at every budget,
     # the baselines 0.1
     sweep gate pfedgate-fmnist.yaml --vary algorithm.pfedgate.s=0.5,0.3,1
+    # FedAvg-FT's run is FedAvg's too (its acc_base_* columns, summary row "[base fedavg]")
     sweep baselines pfedgate-fmnist.yaml --set algorithm.lr=0.1 \
-        --vary algorithm.name=fedavg,fedavg-ft,local
+        --vary algorithm.name=fedavg-ft,local
     # the device mix: budgets from the devices, against FedAvg on the devices that hold the
     # dense model (the weak phones cannot)
     sweep mix pfedgate-fmnist-mix.yaml --vary algorithm.name=pfedgate
@@ -158,8 +164,11 @@ fi
 # test-time label shift and the bottom decile; pFedGate's mean, pooled (its "Acc") and bottom
 # decile and the density achieved
 case $campaign in
-dmpfl) cols="acc_shift_0 acc_shift_0.5 acc_shift_1 acc_pers_p10" ;;
-pfedgate) cols="acc_pers_mean acc_pers_pooled acc_pers_p10 density" ;;
+dmpfl)
+    cols="acc_shift_0 acc_shift_0.5 acc_shift_1 acc_pers_p10"
+    cols="$cols acc_base_shift_0 acc_base_shift_0.5 acc_base_shift_1 acc_base_p10"
+    ;;
+pfedgate) cols="acc_pers_mean acc_pers_pooled acc_pers_p10 density acc_base_mean acc_base_p10" ;;
 *) cols="" ;;
 esac
 if [ -n "$cols" ]; then

@@ -336,16 +336,35 @@ static int cmp_i32(const void *a, const void *b)
 /* ---------------------------------------------------------------------------------------- */
 /* evaluation (an observer: it costs no simulated time) */
 
-static void write_metrics_row(sim_engine *e, double pmean, double p10, double pw, double density,
-                              const double *shift_acc)
+/* The personalized accuracies of one evaluation: mean, bottom decile, pooled, under each
+ * eval.shift; base: the same by the algorithm's base evaluation (fl_algo.base). */
+typedef struct pers_acc {
+    double mean, p10, pooled, shift[SIM_MAX_SHIFTS];
+    double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
+} pers_acc;
+
+/* Whether metrics.tsv has the base columns: the algorithm names a base and clients are
+ * evaluated on their own splits. */
+static int has_base(const sim_engine *e)
+{
+    return e->spec.algo->base && e->spec.eval.personalized;
+}
+
+static void write_metrics_row(sim_engine *e, const pers_acc *pa, double density)
 {
     if (!e->metrics) return;
     fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
             e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
-            e->tot.acc_global, e->tot.loss_global, pmean, p10, pw, e->participants,
+            e->tot.acc_global, e->tot.loss_global, pa->mean, pa->p10, pa->pooled, e->participants,
             e->tot.dropped + e->tot.late, density);
-    for (int i = 0; i < e->spec.eval.n_shift; i++)
-        fprintf(e->metrics, "\t%.6f", shift_acc[i]);
+    int ns = e->spec.eval.n_shift;
+    for (int i = 0; i < ns; i++)
+        fprintf(e->metrics, "\t%.6f", pa->shift[i]);
+    if (has_base(e)) {
+        fprintf(e->metrics, "\t%.6f\t%.6f", pa->base_mean, pa->base_p10);
+        for (int i = 0; i < ns; i++)
+            fprintf(e->metrics, "\t%.6f", pa->base_shift[i]);
+    }
     fprintf(e->metrics, "\n");
     fflush(e->metrics);
 }
@@ -404,14 +423,15 @@ static void build_shifts(sim_engine *e)
     free(draw);
 }
 
-/* Client c's personalized accuracy on samples idx[0..n) of d; *dens gets its model's density. */
+/* Client c's personalized accuracy on samples idx[0..n) of d; *dens gets its model's density.
+ * base: by the base evaluation (its model from eval_params, evaluated plainly). */
 static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, const int32_t *idx,
-                              int n, double *dens)
+                              int n, double *dens, int base)
 {
     const fl_algo *a = e->spec.algo;
     nn_model *m = &e->eval_model;
     *dens = 1;
-    if (a->eval_client)
+    if (a->eval_client && !base)
         return a->eval_client(e->server, c, e->c[c].priv, e->c[c].priv_len, d, idx, n, m, dens);
     *dens = a->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
     return nn_evaluate(m, d, idx, n, NULL);
@@ -419,9 +439,9 @@ static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, con
 
 /* Evaluation as independent tasks (sim/fanout.h): first the global model's test set in chunks
  * of the evaluation batch, then every client's personalized accuracy on its own split, then on
- * its split under each nonzero eval.shift. Each writes two numbers: a chunk its correct count and
- * loss·B (summed afterwards in chunk order, exactly as nn_evaluate sums), a client its accuracy
- * and its model's density. */
+ * its split under each nonzero eval.shift. Each writes three numbers: a chunk its correct count
+ * and loss·B (summed afterwards in chunk order, exactly as nn_evaluate sums), a client its
+ * accuracy, its model's density and its accuracy by the base evaluation (NaN without one). */
 typedef struct eval_tasks {
     sim_engine *e;
     int nt, n_chunks; /* global: samples evaluated, chunks of them */
@@ -446,6 +466,7 @@ static void eval_task(void *ctx, int i, void *out)
         double l;
         o[0] = nn_model_evaluate(m, env->test->x + (size_t)s * f, env->test->y + s, B, &l);
         o[1] = l * B;
+        o[2] = 0;
         return;
     }
     int k = i - t->n_chunks, sh = t->shift[k];
@@ -454,7 +475,32 @@ static void eval_task(void *ctx, int i, void *out)
     const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
     const int32_t *idx =
             sh < 0 ? env->part->test_idx[c] : e->shift_idx[(size_t)sh * (size_t)e->n + (size_t)c];
-    o[0] = client_accuracy(e, c, src, idx, env->part->n_test[c], &o[1]);
+    o[0] = client_accuracy(e, c, src, idx, env->part->n_test[c], &o[1], 0);
+    double dens;
+    o[2] = has_base(e) ? client_accuracy(e, c, src, idx, env->part->n_test[c], &dens, 1) : NAN;
+}
+
+/* Mean, bottom decile and mean under each eval.shift of k clients' accuracies, the i-th
+ * client's on its own split at r[3·i·per], under its j-th nonzero shift at r[3·(i·per + 1 + j)]
+ * (shift 0 is the own split). */
+static void pers_stats(const double *r, int k, int per, int ns, const double *shift, double *mean,
+                       double *p10, double *shift_acc)
+{
+    double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0;
+    for (int i = 0; i < k; i++)
+        s += acc[i] = r[3 * i * per];
+    *mean = s / k;
+    for (int sh = 0, j = 1; sh < ns; sh++) {
+        int zero = shift[sh] == 0;
+        s = 0;
+        for (int i = 0; i < k; i++)
+            s += r[3 * (i * per + (zero ? 0 : j))];
+        j += !zero;
+        shift_acc[sh] = s / k;
+    }
+    qsort(acc, (size_t)k, sizeof *acc, cmp_double);
+    *p10 = acc[(k - 1) / 10]; /* bottom decile: the 10th-percentile client */
+    free(acc);
 }
 
 static void evaluate(sim_engine *e)
@@ -462,11 +508,12 @@ static void evaluate(sim_engine *e)
     const fl_env *env = &e->spec.env;
     e->eval_round = e->round;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
-    double pmean = NAN, p10 = NAN, pw = NAN, density = NAN, shift_acc[SIM_MAX_SHIFTS];
+    double density = NAN;
+    pers_acc pa = {NAN, NAN, NAN, {0}, NAN, NAN, {0}};
     for (int i = 0; i < SIM_MAX_SHIFTS; i++)
-        shift_acc[i] = NAN;
+        pa.shift[i] = pa.base_shift[i] = NAN;
     if (env->cost_only) {
-        write_metrics_row(e, pmean, p10, pw, density, shift_acc);
+        write_metrics_row(e, &pa, density);
         return;
     }
     nn_model *m = &e->eval_model;
@@ -496,49 +543,41 @@ static void evaluate(sim_engine *e)
                 }
     }
     int n_tasks = t.n_chunks + t.n_pers;
-    double *o = sim_xmalloc(sizeof(double) * 2 * (size_t)(n_tasks > 0 ? n_tasks : 1));
-    sim_fanout(e->eval_procs, n_tasks, 2 * sizeof(double), eval_task, &t, o);
+    double *o = sim_xmalloc(sizeof(double) * 3 * (size_t)(n_tasks > 0 ? n_tasks : 1));
+    sim_fanout(e->eval_procs, n_tasks, 3 * sizeof(double), eval_task, &t, o);
     if (e->spec.algo->has_global) {
         long correct = 0;
         double sum = 0;
         for (int i = 0; i < t.n_chunks; i++) {
-            correct += (long)o[2 * i];
-            sum += o[2 * i + 1];
+            correct += (long)o[3 * i];
+            sum += o[3 * i + 1];
         }
         e->tot.acc_global = t.nt ? (double)correct / t.nt : 0;
         e->tot.loss_global = t.nt ? sum / t.nt : 0;
     }
     if (k) {
         /* the i-th client's own split is task i·per, its j-th nonzero shift i·per + 1 + j */
-        const double *r = o + 2 * (size_t)t.n_chunks;
-        double *acc = sim_xmalloc(sizeof(double) * (size_t)k), s = 0, dens = 0, hit = 0, all = 0;
+        const double *r = o + 3 * (size_t)t.n_chunks;
+        double hit = 0, all = 0, dens = 0;
         for (int i = 0; i < k; i++) {
             int32_t c = t.client[i * per];
-            e->c[c].acc = acc[i] = r[2 * i * per];
-            dens += r[2 * i * per + 1];
-            s += acc[i];
-            hit += acc[i] * env->part->n_test[c];
+            e->c[c].acc = r[3 * i * per];
+            dens += r[3 * i * per + 1];
+            hit += e->c[c].acc * env->part->n_test[c];
             all += env->part->n_test[c];
         }
-        pmean = e->tot.acc_pers = s / k;
-        pw = hit / all;     /* every client's test samples pooled (pFedGate's paper's Acc) */
-        density = dens / k; /* personalized models: the mean over the clients evaluated */
-        qsort(acc, (size_t)k, sizeof *acc, cmp_double);
-        p10 = acc[(k - 1) / 10];                 /* bottom decile: the 10th-percentile client */
-        for (int sh = 0, j = 1; sh < ns; sh++) { /* shift 0 is the own split */
-            int zero = e->spec.eval.shift[sh] == 0;
-            s = 0;
-            for (int i = 0; i < k; i++)
-                s += zero ? e->c[t.client[i * per]].acc : r[2 * (i * per + j)];
-            j += !zero;
-            shift_acc[sh] = s / k;
-        }
-        free(acc);
+        pa.pooled = hit / all; /* every client's test samples pooled (pFedGate's paper's Acc) */
+        density = dens / k;    /* personalized models: the mean over the clients evaluated */
+        pers_stats(r, k, per, ns, e->spec.eval.shift, &pa.mean, &pa.p10, pa.shift);
+        e->tot.acc_pers = pa.mean;
+        if (has_base(e))
+            pers_stats(r + 2, k, per, ns, e->spec.eval.shift, &pa.base_mean, &pa.base_p10,
+                       pa.base_shift);
     }
     free(o);
     free(t.client);
     free(t.shift);
-    write_metrics_row(e, pmean, p10, pw, density, shift_acc);
+    write_metrics_row(e, &pa, density);
 }
 
 /* The aggregation's event is over: what the server kept for its evaluation goes. */
@@ -1511,8 +1550,10 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         return SIM_OK;
     }
     if (e->metrics) {
-        fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d\n", spec->name,
+        fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d", spec->name,
                 (unsigned long long)spec->seed, spec->algo->name, e->n);
+        if (has_base(e)) fprintf(e->metrics, " base=%s", spec->algo->base);
+        fprintf(e->metrics, "\n");
         fprintf(e->metrics,
                 "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
                 "loss_global\tacc_pers_mean\tacc_pers_p10\tacc_pers_pooled\tparticipants\t"
@@ -1520,6 +1561,11 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                 "density");
         for (int i = 0; i < spec->eval.n_shift; i++)
             fprintf(e->metrics, "\tacc_shift_%g", spec->eval.shift[i]);
+        if (has_base(e)) { /* the base algorithm's evaluation, from this same training */
+            fprintf(e->metrics, "\tacc_base_mean\tacc_base_p10");
+            for (int i = 0; i < spec->eval.n_shift; i++)
+                fprintf(e->metrics, "\tacc_base_shift_%g", spec->eval.shift[i]);
+        }
         fprintf(e->metrics, "\n");
         fflush(e->metrics); /* the columns, for readers of a run going on (plots, summary) */
     }

@@ -94,7 +94,10 @@ static const char usage[] =
         "             FLOPs), then per group of runs whose folders differ only in a trailing\n"
         "             -SEED or, for sweep points, a seed=N item (--vary seed=1,2,3): mean ±\n"
         "             std over the runs of final accuracy and, over those that reached ACC,\n"
-        "             rounds, time and bytes to it\n"
+        "             rounds, time and bytes to it. By personalized accuracy, a run of a\n"
+        "             method that evaluates over another's training (DM-PFL+ over DM-PFL,\n"
+        "             FedAvg-FT over FedAvg) has a second row, \"RUN [base NAME]\": the other\n"
+        "             method, from the same run\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -955,14 +958,36 @@ static int cmd_summary(int argc, char **argv)
             rc = die("fedsim summary: unexpected argument (see fedsim help)");
     }
     if (!rc && !n) rc = die("usage: fedsim summary RUN_DIR... [--target ACC] [--acc KIND]");
-    plot_metrics *m = sim_xcalloc((size_t)(n ? n : 1), sizeof *m);
-    char(*group)[256] = sim_xcalloc((size_t)(n ? n : 1), sizeof *group);
+    /* rows: each run, and after one judged by its personalized accuracy that has a base
+     * (fl_algo.base), the base's row from the same run, "RUN [base NAME]" */
+    int cap = 2 * (n ? n : 1), rows = 0;
+    plot_metrics *m = sim_xcalloc((size_t)cap, sizeof *m);
+    char(*group)[300] = sim_xcalloc((size_t)cap, sizeof *group);
+    char(*label)[1200] = sim_xcalloc((size_t)cap, sizeof *label);
     for (int r = 0; r < n && !rc; r++) {
         sim_err err = {0};
-        if (plot_metrics_load(&m[r], dirs[r], &err)) rc = print_err(&err);
-        m[r].use_pers = pers;
-        group_of(group[r], sizeof group[r], dirs[r]);
+        for (int base = 0; base < 2 && !rc; base++) {
+            plot_metrics *q = &m[rows];
+            if (plot_metrics_load(q, dirs[r], &err)) {
+                rc = print_err(&err);
+                break;
+            }
+            q->use_pers = pers;
+            if (base && !(plot_metrics_pers(q) && plot_metrics_as_base(q))) {
+                plot_metrics_destroy(q);
+                break;
+            }
+            group_of(group[rows], sizeof group[rows], dirs[r]);
+            snprintf(label[rows], sizeof label[rows], "%s", dirs[r]);
+            if (base) {
+                size_t lg = strlen(group[rows]), ll = strlen(label[rows]);
+                snprintf(group[rows] + lg, sizeof group[rows] - lg, " [base %s]", q->base);
+                snprintf(label[rows] + ll, sizeof label[rows] - ll, " [base %s]", q->base);
+            }
+            rows++;
+        }
     }
+    n = rows;
     if (!rc) {
         printf("# target accuracy %g; rounds = the first round whose evaluation reached it; "
                "accuracy: %s\n",
@@ -970,7 +995,7 @@ static int cmd_summary(int argc, char **argv)
                pers ? "personalized mean where a run has it" : "global model where a run has it");
         int w = 24, gw = 24; /* the name columns fit the longest path and group */
         for (int r = 0; r < n; r++) {
-            int l = (int)strlen(dirs[r]), lg = (int)strlen(group[r]);
+            int l = (int)strlen(label[r]), lg = (int)strlen(group[r]);
             w = l > w ? l : w, gw = lg > gw ? lg : gw;
         }
         printf("%-*s %8s %8s %8s %14s %14s %14s %12s\n", w, "run", "final", "best", "rounds",
@@ -986,7 +1011,7 @@ static int cmd_summary(int argc, char **argv)
                 snprintf(c2, sizeof c2, "%.3f", ts);
                 snprintf(c3, sizeof c3, "%.0f", bs);
             }
-            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", w, dirs[r],
+            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", w, label[r],
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0);
         }
@@ -1022,6 +1047,7 @@ static int cmd_summary(int argc, char **argv)
         plot_metrics_destroy(&m[r]);
     free(m);
     free(group);
+    free(label);
     free(dirs);
     return rc;
 }

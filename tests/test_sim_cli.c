@@ -118,7 +118,9 @@ static void test_shift(void)
     CHECK_MSG(test_same_file(pa, pb), "eval.shift: metrics identical with 0 and 2 workers");
     size_t len;
     char *txt = test_slurp(pa, &len);
-    CHECK(txt && strstr(txt, "\tdensity\tacc_shift_0\tacc_shift_0.5\tacc_shift_1\n"));
+    CHECK(txt &&
+          strstr(txt, "\tdensity\tacc_shift_0\tacc_shift_0.5\tacc_shift_1\tacc_base_mean\t"
+                      "acc_base_p10\tacc_base_shift_0\tacc_base_shift_0.5\tacc_base_shift_1\n"));
     int rows = 0, same = 1;
     for (char *line = txt ? strchr(strstr(txt, "acc_shift_1"), '\n') : NULL; line && line[1];
          line = strchr(line + 1, '\n')) {
@@ -161,6 +163,120 @@ static char *kernels(const char *env)
     snprintf(cmd, sizeof cmd, "env %s %s help | tail -n 1 > %s", env, bin, path);
     size_t len;
     return system(cmd) == 0 ? test_slurp(path, &len) : NULL;
+}
+
+/* Field `name` of data row `row` (0-based) of metrics.tsv text txt, into out; 0 if absent. */
+static int metric_field(const char *txt, const char *name, int row, char *out, size_t n)
+{
+    const char *head = txt ? strstr(txt, "\nround\t") : NULL;
+    if (!head) return 0;
+    head++;
+    int col = 0;
+    size_t len = strlen(name);
+    for (const char *h = head; *h != '\n'; h++)
+        if (h == head || h[-1] == '\t') {
+            if (!strncmp(h, name, len) && (h[len] == '\t' || h[len] == '\n')) break;
+            col++;
+        }
+    const char *line = strchr(head, '\n') + 1;
+    for (int r = 0; r < row && *line; r++)
+        line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "";
+    for (int c = 0; c < col && *line && *line != '\n'; c++)
+        line = strchr(line, '\t') ? strchr(line, '\t') + 1 : "";
+    size_t w = strcspn(line, "\t\n");
+    if (!*line || w == 0 || w >= n) return 0;
+    snprintf(out, n, "%.*s", (int)w, line);
+    return 1;
+}
+
+/* Whether the lines at a and b hold the same words (the columns, whatever their padding). */
+static int same_words(const char *a, const char *b)
+{
+    for (;;) {
+        while (*a == ' ')
+            a++;
+        while (*b == ' ')
+            b++;
+        size_t la = strcspn(a, " \n"), lb = strcspn(b, " \n");
+        if (la != lb || strncmp(a, b, la)) return 0;
+        if (!la) return (*a == '\n' || !*a) && (*b == '\n' || !*b);
+        a += la, b += lb;
+    }
+}
+
+/* A run of DM-PFL+ (FedAvg-FT) reports in its acc_base_* columns exactly what a run of DM-PFL
+ * (FedAvg) reports as its own personalized accuracy: the training is the same, only the
+ * evaluation differs; the methods' own columns differ, and a method without a base has none. */
+static void test_base(void)
+{
+    static const struct {
+        const char *plus, *base, *set;
+    } pairs[] = {{"dmpfl+", "dmpfl", "--set 'eval.shift=[0, 0.5, 1]'"},
+                 {"fedavg-ft", "fedavg", "--set algorithm.momentum=0.5"}};
+    static const char *const same[] = {"bytes_up", "bytes_down", "client_flops", "acc_global",
+                                       "loss_global"};
+    static const char *const pairs_col[][2] = {{"acc_base_mean", "acc_pers_mean"},
+                                               {"acc_base_p10", "acc_pers_p10"},
+                                               {"acc_base_shift_0", "acc_shift_0"},
+                                               {"acc_base_shift_0.5", "acc_shift_0.5"},
+                                               {"acc_base_shift_1", "acc_shift_1"}};
+    for (int p = 0; p < 2; p++) {
+        char out[2][160], opts[600], path[200], x[64], y[64];
+        char *txt[2];
+        size_t len;
+        for (int k = 0; k < 2; k++) {
+            snprintf(out[k], sizeof out[k], "%s/base-%s", dir, k ? pairs[p].base : pairs[p].plus);
+            snprintf(opts, sizeof opts, "%s --set algorithm.name=%s %s -q --workers 0", out[k],
+                     k ? pairs[p].base : pairs[p].plus, pairs[p].set);
+            CHECK(run_tiny(opts) == 0);
+            snprintf(path, sizeof path, "%s/metrics.tsv", out[k]);
+            txt[k] = test_slurp(path, &len);
+        }
+        int rows = 0, ok = 1, differ = 0, ncols = p ? 2 : 5;
+        for (int r = 0; metric_field(txt[1], "round", r, x, sizeof x); r++, rows++) {
+            for (int i = 0; i < 5; i++)
+                ok &= metric_field(txt[0], same[i], r, x, sizeof x) &&
+                      metric_field(txt[1], same[i], r, y, sizeof y) && !strcmp(x, y);
+            for (int i = 0; i < ncols; i++)
+                ok &= metric_field(txt[0], pairs_col[i][0], r, x, sizeof x) &&
+                      metric_field(txt[1], pairs_col[i][1], r, y, sizeof y) && !strcmp(x, y);
+            differ |= metric_field(txt[0], "acc_pers_mean", r, x, sizeof x) &&
+                      metric_field(txt[0], "acc_base_mean", r, y, sizeof y) && strcmp(x, y);
+        }
+        CHECK_MSG(rows == 5 && ok,
+                  "%s: acc_base_* = %s's personalized accuracy, same training "
+                  "(%d rows)",
+                  pairs[p].plus, pairs[p].base, rows);
+        CHECK_MSG(differ, "%s: its own accuracy differs from its base's in some row",
+                  pairs[p].plus);
+        CHECK_MSG(txt[0] && strstr(txt[0], " base=") && txt[1] && !strstr(txt[1], "acc_base") &&
+                          !strstr(txt[1], " base="),
+                  "%s names its base; %s has no base columns", pairs[p].plus, pairs[p].base);
+        /* fedsim summary gives the base its own row, the same as the base's own run's */
+        char cmd[1200], sum[200], *line[2] = {NULL, NULL};
+        snprintf(sum, sizeof sum, "%s/summary-%d.txt", dir, p);
+        for (int g = 0; g < 2; g++) {
+            snprintf(cmd, sizeof cmd, "%s summary %s %s --target 0.3 %s > %s", bin, out[0], out[1],
+                     g ? "" : "--acc personalized", sum);
+            CHECK(system(cmd) == 0);
+            char *t = test_slurp(sum, &len);
+            char key[200];
+            snprintf(key, sizeof key, "\n%s ", out[1]); /* the base's run's row */
+            char *b = t ? strstr(t, " [base ") : NULL, *own = t ? strstr(t, key) : NULL;
+            if (!g && b && own) {
+                line[0] = strchr(b + 1, ']') + 1;
+                line[1] = own + strlen(key) - 1;
+                CHECK_MSG(same_words(line[0], line[1]),
+                          "summary: the [base %s] row is %s's own: %.80s / %.80s", pairs[p].base,
+                          pairs[p].base, line[0], line[1]);
+            } else {
+                CHECK_MSG(g && !b, "summary: a base row by personalized accuracy only");
+            }
+            free(t);
+        }
+        free(txt[0]);
+        free(txt[1]);
+    }
 }
 
 /* With OPENBLAS_CORETYPE unset, fedsim runs on kernels that use the CPU's widest vector units
@@ -279,6 +395,7 @@ int main(void)
               (long long)u_gate, (long long)t_avg, (long long)u_avg);
     test_bad();
     test_shift();
+    test_base();
     test_kernels();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
