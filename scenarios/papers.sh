@@ -48,15 +48,28 @@ keep() {
     done
 }
 
-# sweep NAME SCENARIO ARGS...: one sweep of the campaign into $out/NAME
+# sweep NAME SCENARIO ARGS...: one sweep of the campaign into $out/NAME. A sweep that fails
+# (a point it refuses, a bad setting) is named at the end and the campaign goes on with the
+# next, so an unattended campaign keeps its cores busy; a stop (SIGINT, SIGTERM) ends it.
+failed=""
+finish() {
+    if [ -n "$failed" ]; then
+        echo "papers.sh: these sweeps failed (their messages are above):$failed" >&2
+        exit 1
+    fi
+    exit 0
+}
 sweep() {
     name=$1
     file=$2
     shift 2
     dirs="$dirs $out/$name/*/"
     [ "$workers" = --report ] && return 0
+    status=0
     $FEDSIM sweep "scenarios/$file" --out "$out/$name" --workers "$workers" \
-        --checkpoint-minutes 5 --plots none "$@"
+        --checkpoint-minutes 5 --plots none "$@" || status=$?
+    [ "$status" -ge 128 ] && exit "$status"
+    [ "$status" -ne 0 ] && failed="$failed $name"
     keep
 }
 
@@ -142,7 +155,7 @@ for d in $dirs; do
 done
 if [ -z "$done_dirs" ]; then
     echo "papers.sh: no finished run in $out yet"
-    exit 0
+    finish
 fi
 # shellcheck disable=SC2086
 $FEDSIM summary $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
@@ -187,3 +200,4 @@ if [ -n "$cols" ]; then
               if (want[j] in col) printf " %15.4f", $(col[want[j]]); else printf " %15s", "-"
           printf "\n"; delete col }' | tee -a "$out/summary.txt"
 fi
+finish

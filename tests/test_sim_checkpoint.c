@@ -414,6 +414,20 @@ int main(void)
     CHECK_MSG(sh(cmd) == 0 &&
                       sh("test $(grep -c 'finished before: kept' @/camp/sweep.err) = 2") == 0,
               "a sweep into the runs taken back keeps both points");
+    /* a sweep that fails is named and the campaign goes on with the next; a stop ends it. The
+     * fedsim here is a stand-in that logs its calls and fails the first sweep (status FAKE). */
+    CHECK(sh("printf '#!/bin/sh\\necho \"$*\" >> \"$CALLS\"\\ncase \"$*\" in *pfedgate.s=*) "
+             "exit $FAKE;; esac\\n' > @/camp/fake && chmod +x @/camp/fake") == 0);
+    CHECK_MSG(sh("cd @/camp && CALLS=@/camp/calls2 FAKE=2 FEDSIM=@/camp/fake sh "
+                 "scenarios/papers.sh pfedgate 1 > /dev/null 2> @/camp/err2; test $? = 1") == 0 &&
+                      sh("grep -q 'these sweeps failed (their messages are above): gate$' "
+                         "@/camp/err2 && grep -q 'algorithm.name=fedavg-ft,local' @/camp/calls2 "
+                         "&& grep -q 'pfedgate-fmnist-mix.yaml' @/camp/calls2") == 0,
+              "papers.sh: a failed sweep is named, the later ones run, exit 1");
+    CHECK_MSG(sh("cd @/camp && CALLS=@/camp/calls143 FAKE=143 FEDSIM=@/camp/fake sh "
+                 "scenarios/papers.sh pfedgate 1 > /dev/null 2>&1; test $? = 143") == 0 &&
+                      sh("test $(wc -l < @/camp/calls143) = 1") == 0,
+              "papers.sh: a stopped sweep stops the campaign with its status");
 
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
