@@ -189,7 +189,7 @@ int plot_metrics_as_base(plot_metrics *m)
     m->acc_pers = m->acc_base, m->acc_base = t;
     t = m->acc_p10;
     m->acc_p10 = m->acc_base_p10, m->acc_base_p10 = t;
-    m->has_pers = m->has_p10 = 1;
+    m->has_pers = m->has_p10 = m->is_base = 1;
     m->has_base = 0;
     size_t len = strlen(m->name);
     snprintf(m->name + len, sizeof m->name - len, " [base %s]", m->base[0] ? m->base : "?");
@@ -476,12 +476,20 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
                  "lw 2 pt 5 ps 0.6 lc rgb '#f28e2b'"},
                 {"acc_pers_p10", "personalized, 10th-percentile client",
                  "lw 1 dt 2 pt 4 ps 0.6 lc rgb '#e15759'"},
+                {"acc_base_mean", NULL, "lw 2 pt 9 ps 0.6 lc rgb '#76b7b2'"},
         };
-        int has[3] = {m->has_global, m->has_pers, m->has_p10};
-        for (int i = 0; i < 3; i++) {
+        int has[4] = {m->has_global, m->has_pers, m->has_p10, m->has_base};
+        char bt[128]; /* the base's curve (fl_algo.base): its name comes from the file */
+        snprintf(bt, sizeof bt, "personalized, mean over clients, as %s evaluates", m->base);
+        put_var(f, "fedsim_bt", bt);
+        for (int i = 0; i < 4; i++) {
             if (!has[i]) continue;
-            fprintf(f, "%sfedsim_f0 using %s:'%s' with linespoints %s title '%s'", sep, x, c[i].col,
-                    c[i].style, c[i].title);
+            fprintf(f, "%sfedsim_f0 using %s:'%s' with linespoints %s title ", sep, x, c[i].col,
+                    c[i].style);
+            if (c[i].title)
+                fprintf(f, "'%s'", c[i].title);
+            else
+                fputs("fedsim_bt", f);
             sep = ", \\\n  ";
         }
     } else {
@@ -490,8 +498,11 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
             fprintf(f,
                     "%sfedsim_f%d using %s:'%s' with linespoints lw 2 pt %d ps 0.6 title "
                     "fedsim_n%d",
-                    sep, r, x, plot_metrics_pers(&m[r]) ? "acc_pers_mean" : "acc_global", 5 + r % 9,
-                    r);
+                    sep, r, x,
+                    m[r].is_base               ? "acc_base_mean"
+                    : plot_metrics_pers(&m[r]) ? "acc_pers_mean"
+                                               : "acc_global",
+                    5 + r % 9, r);
             sep = ", \\\n  ";
         }
     }
@@ -580,28 +591,47 @@ static void put_field(FILE *f, const char *s)
         fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
 }
 
-int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
+int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_runs,
                  const char *const *dirs, const char *const *names, sim_err *err)
 {
-    plot_metrics *m = sim_xcalloc((size_t)n, sizeof *m);
-    const char **nv = sim_xcalloc((size_t)(2 * n), sizeof *nv);
-    int rc = SIM_OK, any = 0;
-    for (int r = 0; r < n && !rc; r++) {
-        rc = plot_metrics_load(&m[r], dirs[r], err);
-        m[r].use_pers = o->acc_pers;
-        any |= m[r].has_global || m[r].has_pers;
-    }
-    char(*fallback)[256] = sim_xcalloc((size_t)n, sizeof *fallback);
-    for (int r = 0; r < n && !rc; r++) {
-        nv[2 * r] = names && names[r] ? names[r] : m[r].name;
-        nv[2 * r + 1] = dirs[r];
-        /* runs of one scenario share its name: tell them apart by their folders */
-        for (int q = 0; q < n && !(names && names[r]); q++)
-            if (q != r && !strcmp(m[q].name, m[r].name)) {
-                base_name(fallback[r], sizeof fallback[r], dirs[r]);
-                nv[2 * r] = fallback[r];
+    /* curves: each run, and after one judged by its personalized accuracy that has a base
+     * (fl_algo.base), the base's curve from the same run, "NAME [base BASE]" */
+    int cap = 2 * (n_runs > 0 ? n_runs : 1), n = 0;
+    plot_metrics *m = sim_xcalloc((size_t)cap, sizeof *m);
+    const char **nv = sim_xcalloc((size_t)(2 * cap), sizeof *nv);
+    char(*fallback)[400] = sim_xcalloc((size_t)cap, sizeof *fallback);
+    int rc = SIM_OK, any = 0, *run = sim_xcalloc((size_t)cap, sizeof *run);
+    for (int r = 0; r < n_runs && !rc; r++)
+        for (int base = 0; base < 2 && !rc; base++) {
+            if ((rc = plot_metrics_load(&m[n], dirs[r], err))) break;
+            m[n].use_pers = o->acc_pers;
+            if (base && !(plot_metrics_pers(&m[n]) && plot_metrics_as_base(&m[n]))) {
+                plot_metrics_destroy(&m[n]);
                 break;
             }
+            any |= m[n].has_global || m[n].has_pers;
+            run[n++] = r;
+        }
+    for (int i = 0; i < n && !rc; i++) {
+        int r = run[i], own = i - m[i].is_base, clash = 0; /* own: the run's own curve */
+        /* runs of one scenario share its name: tell them apart by their folders */
+        for (int q = 0; q < n; q++)
+            clash |= run[q] != r && !m[q].is_base && !strcmp(m[q].name, m[own].name);
+        const char *label = names && names[r] ? names[r] : NULL;
+        char folder[256];
+        if (!label && clash) {
+            base_name(folder, sizeof folder, dirs[r]);
+            label = folder;
+        }
+        nv[2 * i] = m[i].name;
+        nv[2 * i + 1] = dirs[r];
+        if (label) {
+            if (m[i].is_base)
+                snprintf(fallback[i], sizeof fallback[i], "%s [base %s]", label, m[i].base);
+            else
+                snprintf(fallback[i], sizeof fallback[i], "%s", label);
+            nv[2 * i] = fallback[i];
+        }
     }
     char path[1200];
     FILE *t = NULL;
@@ -674,6 +704,7 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
     free(m);
     free(nv);
     free(fallback);
+    free(run);
     return rc;
 }
 

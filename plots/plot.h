@@ -44,6 +44,7 @@ typedef struct plot_metrics {
                                       * bottom decile (fl_algo.base), NaN without one */
     char base[64];                   /* its name, from " base=NAME" in the header line, or "" */
     int has_global, has_pers, has_p10, has_base; /* the column has at least one number (not NaN) */
+    int is_base; /* plot_metrics_as_base made it its base's: acc_base_* are its personalized ones */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
 

@@ -2,7 +2,8 @@
  * draws valid, non-trivial PNG (and SVG) plots; plotting changes no result (metrics, clients and
  * events byte-identical with --plots none); `fedsim plot` overlays two runs; `fedsim sweep` makes
  * one ordinary run per value, a summary.tsv and overlay plots; `fedsim summary` groups runs that
- * differ only in their seed (-SEED, or a sweep's seed=N); a scenario name and a folder made
+ * differ only in their seed (-SEED, or a sweep's seed=N); a DM-PFL+ run draws DM-PFL's curve
+ * from its acc_base_* columns; a scenario name and a folder made
  * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
  * still succeeds and says how to get plots. */
 #include "tests/check.h"
@@ -233,6 +234,44 @@ static void test_summary_groups(void)
     free(t);
 }
 
+/* A run whose method evaluates over another's training (DM-PFL+ over DM-PFL) draws its base's
+ * curve too: by personalized accuracy the overlay has a "[base dmpfl]" curve whose final
+ * accuracy is the DM-PFL run's own; by the global model, one curve per run. */
+static void test_base_curves(void)
+{
+    char cmd[1024], plus[160], base[160], out[160], path[200];
+    snprintf(plus, sizeof plus, "%s/bplus", dir);
+    snprintf(base, sizeof base, "%s/bbase", dir);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s run scenarios/tiny.yaml --set algorithm.name=%s -q --workers 0 --out %s "
+                 "--plots %s > /dev/null",
+                 bin, k ? "dmpfl" : "dmpfl+", k ? base : plus, k ? "none" : "png");
+        CHECK(sh(cmd) == 0);
+    }
+    check_picture(plus, "acc_time.png");
+    for (int g = 0; g < 2; g++) {
+        snprintf(out, sizeof out, "%s/bover%d", dir, g);
+        snprintf(cmd, sizeof cmd, "%s plot %s %s --out %s --target 0.3 %s > /dev/null", bin, plus,
+                 base, out, g ? "" : "--acc personalized");
+        CHECK(sh(cmd) == 0);
+        snprintf(path, sizeof path, "%s/to_target.tsv", out);
+        CHECK_MSG(data_rows(path) == (g ? 2 : 3), "overlay by %s: %d curves",
+                  g ? "global" : "personalized", data_rows(path));
+        if (g) continue;
+        size_t len;
+        char *t = test_slurp(path, &len), *b = t ? strstr(t, "\n1\tbplus [base dmpfl]\t") : NULL,
+             *own = t ? strstr(t, "\n2\tbbase\t") : NULL;
+        for (char *l = t; l && *l; l++) /* lines end where their last field does */
+            if (*l == '\n') *l = 0;
+        const char *fb = b ? strrchr(b + 1, '\t') : NULL, *fo = own ? strrchr(own + 1, '\t') : NULL;
+        CHECK_MSG(fb && fo && !strcmp(fb, fo),
+                  "the base curve ends where DM-PFL's run does: %s / %s", fb ? fb : "-",
+                  fo ? fo : "-");
+        free(t);
+    }
+}
+
 /* A scenario name and a run folder built to break out of gnuplot strings run nothing. */
 static void test_injection(void)
 {
@@ -293,6 +332,7 @@ int main(void)
     test_run_plots();
     test_sweep();
     test_summary_groups();
+    test_base_curves();
     test_injection();
     test_no_gnuplot();
     char cmd[128];
