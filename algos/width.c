@@ -33,7 +33,11 @@
  *
  * Widths are a pure function of (seed, client, round), so a cost-only job knows its size without
  * a message. Personalized evaluation runs each client at its own width (FjORD: at max); the
- * global model is evaluated at width.eval.
+ * global model is evaluated at width.eval. FedRolex evaluates the windows of the latest round
+ * sent: that round's clients trained them together, nested at one start, while a fixed window
+ * (channel 0 on) was last trained as a whole up to C rounds before: width-fmnist's Hetero run
+ * at round 30, mean personalized accuracy 80.5% against 73.0% with the windows at channel 0,
+ * bottom decile 78.3% against 45.0%.
  */
 #include "algos/algo.h"
 #include "algos/submodel.h"
@@ -52,6 +56,7 @@ typedef struct width_server {
     fl_sub_acc acc; /* the round's changes, per parameter */
     float *scratch; /* n_floats: an unpacked message */
     nn_model m;     /* its live map tells which parameters a width holds */
+    int32_t round;  /* the latest round a model was sent for (FedRolex's evaluation window) */
 } width_server;
 
 /* The widest model client may train: its capacity's grid width, or the scenario's. */
@@ -164,6 +169,7 @@ static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer
     width_server *s = p;
     narrow(&s->m, s->kind, top_width(s->env, s->kind, client), round);
     if (!out) return 1 + fl_sub_bytes(s->env->arch, nn_model_live_count(&s->m)); /* + map */
+    if (round > s->round) s->round = round;
     size_t before = out->size;
     pack_sub(out, &s->m, s->global);
     return out->size - before;
@@ -314,20 +320,21 @@ static double width_eval(void *p, int32_t client, const void *priv, size_t priv_
     (void)priv, (void)priv_len;
     double at = client < 0 ? s->env->cfg->width.eval : top_width(s->env, s->kind, client);
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
-    nn_model_set_width(m, at, 0); /* FedRolex too: every window of the global model is trained */
+    narrow(m, s->kind, at, s->round);
     m->narrow_scale = s->env->cfg->width.scaler ? (float)(1 / at) : 1.0f;
     return nn_model_unit_density(m);
 }
 
-/* [global floats, [acc, mass]], raw native-order bytes (read back by the same build). */
+/* [global floats, [acc, mass], round], raw native-order bytes (read back by the same build). */
 static void width_save(void *p, msgpack_packer *pk)
 {
     width_server *s = p;
     size_t nf = s->env->arch->layout.n_floats;
-    msgpack_pack_array(pk, 2);
+    msgpack_pack_array(pk, 3);
     msgpack_pack_bin(pk, nf * sizeof(float));
     msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
     fl_sub_acc_save(&s->acc, pk);
+    msgpack_pack_int32(pk, s->round);
 }
 
 static int width_load(void *p, const msgpack_object *o, sim_err *err)
@@ -335,13 +342,15 @@ static int width_load(void *p, const msgpack_object *o, sim_err *err)
     width_server *s = p;
     size_t nf = s->env->arch->layout.n_floats;
     const msgpack_object *a =
-            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 2 ? o->via.array.ptr : NULL;
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
     if (!a || a[0].type != MSGPACK_OBJECT_BIN || a[0].via.bin.size != nf * sizeof(float) ||
-        fl_sub_acc_load(&s->acc, &a[1]))
+        fl_sub_acc_load(&s->acc, &a[1]) || a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        a[2].via.u64 > INT32_MAX)
         return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
                         "server state does not fit %s with a %zu-parameter model",
                         s->env->cfg->name, nf);
     memcpy(s->global, a[0].via.bin.ptr, nf * sizeof(float));
+    s->round = (int32_t)a[2].via.u64;
     return SIM_OK;
 }
 

@@ -321,11 +321,19 @@ int main(void)
     snprintf(cfg.name, sizeof cfg.name, "fedrolex");
     cfg.width = (fl_width_config){.p = 0.5, .step = 1.0 / 16, .eval = 1};
     void *sr = fl_fedrolex.server_new(&env, &err);
-    int wrong = 0;
+    int wrong = 0, eval_wrong = 0, eval_moved = 0;
+    nn_model at0, atr; /* the windows starting at channel 0 and at the round's */
+    nn_model_init(&at0, &arch, 1), nn_model_init(&atr, &arch, 1);
+    nn_model_set_width(&at0, 0.5, 0);
     for (int round = 0; round < 70; round += 23) {
         msgpack_sbuffer down;
         msgpack_sbuffer_init(&down);
         fl_fedrolex.job_down(sr, 1, round, &down);
+        /* a client is evaluated on the windows of the latest round sent */
+        fl_fedrolex.eval_params(sr, 1, NULL, 0, &lm);
+        nn_model_set_width(&atr, 0.5, round);
+        eval_wrong += memcmp(lm.live, atr.live, nf) != 0;
+        eval_moved += memcmp(lm.live, at0.live, nf) != 0;
         msgpack_unpacked_init(&u);
         off = 0;
         CHECK(msgpack_unpack_next(&u, down.data, down.size, &off) == MSGPACK_UNPACK_SUCCESS);
@@ -342,6 +350,10 @@ int main(void)
         msgpack_sbuffer_destroy(&down);
     }
     CHECK_MSG(wrong == 0, "%d units in or out of FedRolex's window wrongly", wrong);
+    CHECK_MSG(eval_wrong == 0 && eval_moved == 3,
+              "FedRolex evaluates the latest round's windows: %d wrong, %d of 3 off channel 0",
+              eval_wrong, eval_moved);
+    nn_model_destroy(&at0), nn_model_destroy(&atr);
     fl_result rr;
     cfg.width.p = 1; /* the full window: FedRolex is FedAvg */
     job(&fl_fedrolex, &env, sr, 0, &rr, &w);

@@ -51,6 +51,8 @@ static const char *const variants[][2] = {
         /* algorithms with server state and private client state of their own */
         {"spafl", "--set algorithm.name=spafl"},
         {"fjord", "--set algorithm.name=fjord"},
+        /* the round whose windows FedRolex evaluates */
+        {"fedrolex", "--set algorithm.name=fedrolex --set algorithm.width.p=0.5"},
         /* the warmup (scores in private state, masks.tsv rows in server state) crosses it */
         {"fedpews", "--set algorithm.name=fedpews --set algorithm.pews.warmup=0.6"},
         /* the gates (private, with their running statistics and the model's kept momentum)
