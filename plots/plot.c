@@ -88,6 +88,15 @@ static void base_name(char *out, size_t n, const char *dir)
     snprintf(out, n, "%.*s", (int)(len - b), dir + b);
 }
 
+/* The n-row columns of m, in one list: what load grows and base_copy duplicates. */
+enum { N_COLUMNS = 10 };
+static void columns(plot_metrics *m, double **col[N_COLUMNS])
+{
+    double **c[N_COLUMNS] = {&m->time_s,  &m->bytes, &m->acc,   &m->acc_pers, &m->acc_p10,
+                             &m->dropped, &m->round, &m->flops, &m->acc_base, &m->acc_base_p10};
+    memcpy(col, c, sizeof c);
+}
+
 int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -140,9 +149,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         if (k < nf) continue; /* a row still being written */
         if (m->n == cap) {
             cap = cap ? 2 * cap : 64;
-            double **cols[] = {&m->time_s,  &m->bytes, &m->acc,   &m->acc_pers, &m->acc_p10,
-                               &m->dropped, &m->round, &m->flops, &m->acc_base, &m->acc_base_p10};
-            for (int i = 0; i < 10; i++)
+            double **cols[N_COLUMNS];
+            columns(m, cols);
+            for (int i = 0; i < N_COLUMNS; i++)
                 *cols[i] = sim_xrealloc(*cols[i], sizeof(double) * (size_t)cap);
         }
         int i = m->n++;
@@ -169,31 +178,56 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
 void plot_metrics_destroy(plot_metrics *m)
 {
     if (!m) return;
-    free(m->time_s);
-    free(m->bytes);
-    free(m->acc);
-    free(m->acc_pers);
-    free(m->acc_p10);
-    free(m->dropped);
-    free(m->round);
-    free(m->flops);
-    free(m->acc_base);
-    free(m->acc_base_p10);
+    double **cols[N_COLUMNS];
+    columns(m, cols);
+    for (int i = 0; i < N_COLUMNS; i++)
+        free(*cols[i]);
     memset(m, 0, sizeof *m);
 }
 
-int plot_metrics_as_base(plot_metrics *m)
+/* dst: src as its base algorithm's run (a copy): the acc_base_* columns are the personalized
+ * ones, and the name gets " [base NAME]". */
+static void base_copy(plot_metrics *dst, const plot_metrics *src)
 {
-    if (!m->has_base) return 0;
-    double *t = m->acc_pers;
-    m->acc_pers = m->acc_base, m->acc_base = t;
-    t = m->acc_p10;
-    m->acc_p10 = m->acc_base_p10, m->acc_base_p10 = t;
-    m->has_pers = m->has_p10 = m->is_base = 1;
-    m->has_base = 0;
-    size_t len = strlen(m->name);
-    snprintf(m->name + len, sizeof m->name - len, " [base %s]", m->base[0] ? m->base : "?");
-    return 1;
+    *dst = *src;
+    double **cols[N_COLUMNS];
+    columns(dst, cols);
+    for (int i = 0; i < N_COLUMNS; i++)
+        if (*cols[i]) {
+            double *c = sim_xmalloc(sizeof(double) * (size_t)(src->n ? src->n : 1));
+            memcpy(c, *cols[i], sizeof(double) * (size_t)src->n);
+            *cols[i] = c;
+        }
+    double *t = dst->acc_pers;
+    dst->acc_pers = dst->acc_base, dst->acc_base = t;
+    t = dst->acc_p10;
+    dst->acc_p10 = dst->acc_base_p10, dst->acc_base_p10 = t;
+    dst->has_pers = dst->has_p10 = dst->is_base = 1;
+    dst->has_base = 0;
+    size_t len = strlen(dst->name);
+    snprintf(dst->name + len, sizeof dst->name - len, " [base %s]", dst->base[0] ? dst->base : "?");
+}
+
+int plot_metrics_load_runs(plot_metrics *m, int *run, int *count, const char *const *dirs, int n,
+                           int use_pers, sim_err *err)
+{
+    int k = 0, rc;
+    *count = 0;
+    for (int r = 0; r < n; r++) {
+        if ((rc = plot_metrics_load(&m[k], dirs[r], err))) {
+            while (k > 0)
+                plot_metrics_destroy(&m[--k]);
+            return rc;
+        }
+        m[k].use_pers = use_pers;
+        run[k++] = r;
+        if (m[k - 1].has_base && plot_metrics_pers(&m[k - 1])) {
+            base_copy(&m[k], &m[k - 1]);
+            run[k++] = r;
+        }
+    }
+    *count = k;
+    return SIM_OK;
 }
 
 int plot_metrics_pers(const plot_metrics *m)
@@ -479,9 +513,11 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
                 {"acc_base_mean", NULL, "lw 2 pt 9 ps 0.6 lc rgb '#76b7b2'"},
         };
         int has[4] = {m->has_global, m->has_pers, m->has_p10, m->has_base};
-        char bt[128]; /* the base's curve (fl_algo.base): its name comes from the file */
-        snprintf(bt, sizeof bt, "personalized, mean over clients, as %s evaluates", m->base);
-        put_var(f, "fedsim_bt", bt);
+        if (m->has_base) { /* the base's curve (fl_algo.base): its name comes from the file */
+            char bt[128];
+            snprintf(bt, sizeof bt, "personalized, mean over clients, as %s evaluates", m->base);
+            put_var(f, "fedsim_bt", bt);
+        }
         for (int i = 0; i < 4; i++) {
             if (!has[i]) continue;
             fprintf(f, "%sfedsim_f0 using %s:'%s' with linespoints %s title ", sep, x, c[i].col,
@@ -594,25 +630,16 @@ static void put_field(FILE *f, const char *s)
 int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_runs,
                  const char *const *dirs, const char *const *names, sim_err *err)
 {
-    /* curves: each run, and after one judged by its personalized accuracy that has a base
-     * (fl_algo.base), the base's curve from the same run, "NAME [base BASE]" */
-    int cap = 2 * (n_runs > 0 ? n_runs : 1), n = 0;
+    /* curves: each run, and its base's (plot_metrics_load_runs) */
+    int cap = 2 * (n_runs > 0 ? n_runs : 1);
     plot_metrics *m = sim_xcalloc((size_t)cap, sizeof *m);
     const char **nv = sim_xcalloc((size_t)(2 * cap), sizeof *nv);
     char(*fallback)[400] = sim_xcalloc((size_t)cap, sizeof *fallback);
-    int rc = SIM_OK, any = 0, *run = sim_xcalloc((size_t)cap, sizeof *run);
-    for (int r = 0; r < n_runs && !rc; r++)
-        for (int base = 0; base < 2 && !rc; base++) {
-            if ((rc = plot_metrics_load(&m[n], dirs[r], err))) break;
-            m[n].use_pers = o->acc_pers;
-            if (base && !(plot_metrics_pers(&m[n]) && plot_metrics_as_base(&m[n]))) {
-                plot_metrics_destroy(&m[n]);
-                break;
-            }
-            any |= m[n].has_global || m[n].has_pers;
-            run[n++] = r;
-        }
-    for (int i = 0; i < n && !rc; i++) {
+    int *run = sim_xcalloc((size_t)cap, sizeof *run), any = 0, n;
+    int rc = plot_metrics_load_runs(m, run, &n, dirs, n_runs, o->acc_pers, err);
+    for (int i = 0; i < n; i++)
+        any |= m[i].has_global || m[i].has_pers;
+    for (int i = 0; i < n; i++) {
         int r = run[i], own = i - m[i].is_base, clash = 0; /* own: the run's own curve */
         /* runs of one scenario share its name: tell them apart by their folders */
         for (int q = 0; q < n; q++)

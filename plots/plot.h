@@ -44,16 +44,21 @@ typedef struct plot_metrics {
                                       * bottom decile (fl_algo.base), NaN without one */
     char base[64];                   /* its name, from " base=NAME" in the header line, or "" */
     int has_global, has_pers, has_p10, has_base; /* the column has at least one number (not NaN) */
-    int is_base; /* plot_metrics_as_base made it its base's: acc_base_* are its personalized ones */
+    int is_base; /* its base's run (plot_metrics_load_runs): acc_base_* are its personalized ones */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
 
 /* Read RUN_DIR/metrics.tsv. */
 int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err);
 void plot_metrics_destroy(plot_metrics *m);
-/* Make m its base algorithm's run: the acc_base_* columns become the personalized ones and the
- * name gets " [base NAME]". 0 (m untouched) when m has no base columns. */
-int plot_metrics_as_base(plot_metrics *m);
+/* Read the runs dirs[0..n) into m (room for 2n), each judged as use_pers says and followed, when
+ * judged by its personalized accuracy and it has acc_base_* columns (fl_algo.base), by its base
+ * algorithm's run from the same file: those columns as the personalized ones, is_base set and
+ * " [base NAME]" added to its name. run[i] gets the index in dirs of m[i], *count how many were
+ * read. A run that cannot be read: its error code, err set, *count 0 and nothing left
+ * allocated. */
+int plot_metrics_load_runs(plot_metrics *m, int *run, int *count, const char *const *dirs, int n,
+                           int use_pers, sim_err *err);
 /* Whether a run is judged by its personalized mean: when use_pers is set and it has one, or when
  * it has no global model (local training). */
 int plot_metrics_pers(const plot_metrics *m);

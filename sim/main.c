@@ -960,34 +960,20 @@ static int cmd_summary(int argc, char **argv)
             rc = die("fedsim summary: unexpected argument (see fedsim help)");
     }
     if (!rc && !n) rc = die("usage: fedsim summary RUN_DIR... [--target ACC] [--acc KIND]");
-    /* rows: each run, and after one judged by its personalized accuracy that has a base
-     * (fl_algo.base), the base's row from the same run, "RUN [base NAME]" */
-    int cap = 2 * (n ? n : 1), rows = 0;
+    /* rows: each run, and its base's (plot_metrics_load_runs), "RUN [base NAME]" */
+    int cap = 2 * (n ? n : 1), *run = sim_xcalloc((size_t)cap, sizeof *run), rows = 0;
     plot_metrics *m = sim_xcalloc((size_t)cap, sizeof *m);
     char(*group)[300] = sim_xcalloc((size_t)cap, sizeof *group);
     char(*label)[1200] = sim_xcalloc((size_t)cap, sizeof *label);
-    for (int r = 0; r < n && !rc; r++) {
-        sim_err err = {0};
-        for (int base = 0; base < 2 && !rc; base++) {
-            plot_metrics *q = &m[rows];
-            if (plot_metrics_load(q, dirs[r], &err)) {
-                rc = print_err(&err);
-                break;
-            }
-            q->use_pers = pers;
-            if (base && !(plot_metrics_pers(q) && plot_metrics_as_base(q))) {
-                plot_metrics_destroy(q);
-                break;
-            }
-            group_of(group[rows], sizeof group[rows], dirs[r]);
-            snprintf(label[rows], sizeof label[rows], "%s", dirs[r]);
-            if (base) {
-                size_t lg = strlen(group[rows]), ll = strlen(label[rows]);
-                snprintf(group[rows] + lg, sizeof group[rows] - lg, " [base %s]", q->base);
-                snprintf(label[rows] + ll, sizeof label[rows] - ll, " [base %s]", q->base);
-            }
-            rows++;
-        }
+    sim_err err = {0};
+    if (!rc && plot_metrics_load_runs(m, run, &rows, dirs, n, pers, &err)) rc = print_err(&err);
+    for (int i = 0; i < rows; i++) {
+        char sfx[80] = "";
+        if (m[i].is_base) snprintf(sfx, sizeof sfx, " [base %s]", m[i].base);
+        group_of(group[i], sizeof group[i], dirs[run[i]]);
+        size_t lg = strlen(group[i]);
+        snprintf(group[i] + lg, sizeof group[i] - lg, "%s", sfx);
+        snprintf(label[i], sizeof label[i], "%s%s", dirs[run[i]], sfx);
     }
     n = rows;
     if (!rc) {
@@ -1050,6 +1036,7 @@ static int cmd_summary(int argc, char **argv)
     free(m);
     free(group);
     free(label);
+    free(run);
     free(dirs);
     return rc;
 }
