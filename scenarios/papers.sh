@@ -21,11 +21,11 @@
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto and LG-FedAvg at the
-#                 weakest width (minutes), then HeteroFL, FedRolex, LocalOnly, FjORD and Pa3dFL, the
-#                 shorter first, then Table 3's ablation (Pa3dFL without the hyper-network); on
+#                 weakest width (minutes), then HeteroFL, FedRolex, LocalOnly and FjORD, Table 3's
+#                 ablation (Pa3dFL without the hyper-network), then Pa3dFL, the shorter first; on
 #                 one core beside another run, ~1.4 h (HeteroFL) to ~4 h (Pa3dFL) a run
-#   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL, FjORD and FedAvg, which is
-#                 also HeteroFL's and FedRolex's row there
+#   width-ideal   Table 1, Ideal (every client at width 1): FedAvg, which is also HeteroFL's and
+#                 FedRolex's row there, FjORD and Pa3dFL
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
 #                 reports FedAvg's accuracy too) and Local, then pFedGate and FedAvg on the
 #                 phone/laptop mix; ~1-2 h a run
@@ -118,12 +118,14 @@ width-hetero | width-ideal)
         # does not say how it meets capacities, so it trains what every client can hold)
         sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
             --vary algorithm.name=fedavg,ditto,lg-fedavg
-        sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fedrolex,local,fjord,pa3dfl
+        sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fedrolex,local,fjord
         sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
+        # Pa3dFL last: its run is the longest, and an earlier build's run of it is in README.md
+        sweep pa3dfl width-fmnist.yaml --vary algorithm.name=pa3dfl
     else # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
         # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
         sweep methods width-fmnist.yaml --set devices.capacity=1 \
-            --vary algorithm.name=pa3dfl,fjord,fedavg
+            --vary algorithm.name=fedavg,fjord,pa3dfl
     fi
     ;;
 pfedgate)

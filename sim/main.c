@@ -79,8 +79,8 @@ static const char usage[] =
         "             time and bytes to reach ACC [0.7], dropped jobs) and overlay plots.\n"
         "             Run again (after a stop, or with more values), a sweep keeps the points\n"
         "             that finished and resumes the one that was stopped, each only if its\n"
-        "             folder's scenario.yaml is the text the point resolves to (a finished\n"
-        "             one's may also lack keys added since, at their defaults)\n"
+        "             folder's scenario.yaml is the text the point resolves to (or lacks only\n"
+        "             keys added since, at their defaults)\n"
         "  plot RUN_DIR... [--out DIR] [--target ACC] [--acc KIND] [--plots FORMAT]\n"
         "             [--plot-window N] [--plot-logx]\n"
         "             redraw one run's plots [into its folder], or overlay several runs\n"
@@ -1138,10 +1138,10 @@ static int has_rows(const char *path)
 
 /* What a sweep run again (after a stop, or to add points) finds in a point's folder dir: this
  * point's run -- its scenario.yaml is the text sc resolved to -- finished (clients.tsv has rows,
- * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. A finished run from before
- * a key was added (its scenario.yaml lacks it) is this point's when that file, loaded now, holds
- * the same settings: a new key's default keeps what the code did without it. An unfinished one
- * must match as written, since its checkpoint names the text it was started from. */
+ * engine.h) or unfinished (checkpoint.msgpack), or nothing of its own. A run from before a key
+ * was added (its scenario.yaml lacks it) is this point's when that file, loaded now, holds the
+ * same settings: a new key's default keeps what the code did without it. Resuming one keeps its
+ * file, whose bytes its checkpoint names. */
 enum { POINT_NEW, POINT_FINISHED, POINT_UNFINISHED };
 
 static int point_state(const sim_scenario *sc, const char *dir, int *state)
@@ -1157,19 +1157,21 @@ static int point_state(const sim_scenario *sc, const char *dir, int *state)
     snprintf(path, sizeof path, "%s/scenario.yaml", dir);
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint.msgpack", dir);
     snprintf(clients, sizeof clients, "%s/clients.tsv", dir);
-    if (!rc && file_is(path, text, len)) {
-        if (access(ckpt, F_OK) == 0)
-            *state = POINT_UNFINISHED;
-        else if (has_rows(clients))
-            *state = POINT_FINISHED;
-    } else if (!rc && access(ckpt, F_OK) != 0 && has_rows(clients)) {
-        sim_scenario old; /* the keys it lacks take their defaults, last in their maps */
+    int ckpt_there = access(ckpt, F_OK) == 0, same = !rc && file_is(path, text, len);
+    if (!rc && !same && (ckpt_there || has_rows(clients))) {
+        /* written before a key was added: the keys it lacks take their defaults, last in their
+         * maps, and its checkpoint (tied to the file's bytes) still resumes it */
+        sim_scenario old;
         sim_err ignored = {0};
         if (!sim_scenario_load(&old, path, NULL, 0, &ignored)) {
-            if (sim_yaml_same(old.doc, sc->doc)) *state = POINT_FINISHED;
+            same = sim_yaml_same(old.doc, sc->doc);
             sim_scenario_destroy(&old);
         }
     }
+    if (same && ckpt_there)
+        *state = POINT_UNFINISHED;
+    else if (same && has_rows(clients))
+        *state = POINT_FINISHED;
     free(text);
     return rc ? print_err(&err) : 0;
 }
@@ -1250,7 +1252,7 @@ static int cmd_sweep(int argc, char **argv)
             sim_scenario_destroy(&sc);
             continue;
         }
-        /* resumed from its checkpoint, whose scenario.yaml is exactly this text */
+        /* resumed from its checkpoint, whose scenario.yaml holds these settings */
         po.resume = state == POINT_UNFINISHED;
         char out[1600];
         rc = run_one(&po, &sc, out, sizeof out);

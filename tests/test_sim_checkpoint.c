@@ -372,6 +372,28 @@ int main(void)
               "sweep: the point from before the key was added is not rewritten");
     CHECK_MSG(test_same_outputs(dir, "sw-full/algorithm.lr=0.1", "sw/algorithm.lr=0.1", 1),
               "sweep: the point run again = uninterrupted");
+    /* an unfinished point whose scenario.yaml differs from its text only as an older build's
+     * would (here: keys in another order, which the comparison ignores as it does a missing
+     * key) resumes from its checkpoint, which names that file's bytes, and the file is kept */
+    CHECK(sh("sed '/^seed: 7$/d; s/^rounds: 5$/rounds: 5\\nseed: 7/' scenarios/tiny.yaml "
+             ">@/reordered.yaml && grep -A1 '^rounds: 5$' @/reordered.yaml | grep -q '^seed: "
+             "7$'") == 0);
+    snprintf(cmd, sizeof cmd,
+             "FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2 %s run %s/reordered.yaml -q --plots none "
+             "--workers 0 --checkpoint-every 2 --set algorithm.lr=0.05 --out "
+             "%s/old/algorithm.lr=0.05 >/dev/null 2>&1",
+             bin, dir, dir);
+    CHECK(status_of(system(cmd)) == 130);
+    CHECK(sh("cp @/old/algorithm.lr=0.05/scenario.yaml @/old.yaml && ! cmp -s @/old.yaml "
+             "@/sw-full/algorithm.lr=0.05/scenario.yaml") == 0);
+    CHECK(sweep("", "old", "err") == 0);
+    msg = text_of("old", "err");
+    CHECK_MSG(msg && strstr(msg, "1/2: algorithm.lr=0.05 (resuming)"),
+              "sweep: an unfinished point from an older scenario.yaml resumes: %s", msg ? msg : "");
+    free(msg);
+    CHECK_MSG(test_same_outputs(dir, "sw-full/algorithm.lr=0.05", "old/algorithm.lr=0.05", 1) &&
+                      sh("cmp -s @/old.yaml @/old/algorithm.lr=0.05/scenario.yaml") == 0,
+              "sweep: that point resumed = uninterrupted, its scenario.yaml kept");
 
     /* (g) scenarios/papers.sh keeps a campaign's finished runs (scenario, metrics, clients) in
      * scenarios/results/ and takes them back where runs/ lacks them; those three files are all a
