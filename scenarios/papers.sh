@@ -161,6 +161,29 @@ if [ -z "$done_dirs" ]; then
 fi
 # shellcheck disable=SC2086
 $FEDSIM summary $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
+# the paper's figure beside each run's final and best (Pa3dFL's Table 1, Fashion-MNIST; its
+# Table 3 for the ablation); DM-PFL's and pFedGate's papers have no Fashion-MNIST table
+w=algorithm.name
+case $campaign in
+width-hetero)
+    paper="weakest/$w=fedavg 87.76 weakest/$w=ditto 86.51 weakest/$w=lg-fedavg 78.21
+        methods/$w=heterofl 85.66 methods/$w=fedrolex 87.40 methods/$w=local 74.98
+        methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55"
+    ;;
+width-ideal) paper="methods/$w=fedavg 91.71 methods/$w=fjord 91.04 methods/$w=pa3dfl 91.04" ;;
+*) paper="" ;;
+esac
+if [ -n "$paper" ]; then
+    echo
+    awk -v out="$out/" -v paper="$paper" '
+        BEGIN { n = split(paper, p, " ")
+                for (i = 1; i < n; i += 2) ref[p[i]] = p[i + 1]
+                printf "%-44s %8s %8s %8s %8s\n", "run", "final", "best", "paper", "final-paper" }
+        /^$/ { exit }
+        index($1, out) == 1 { r = substr($1, length(out) + 1)
+              if (r in ref) printf "%-44s %8.2f %8.2f %8.2f %+8.2f\n", r, 100 * $2, 100 * $3,
+                  ref[r], 100 * $2 - ref[r] }' "$out/summary.txt" | tee -a "$out/summary.txt"
+fi
 ref="$out/costs/algorithm.name=fedavg/metrics.tsv"
 if [ "$campaign" = dmpfl ] && [ -f "$ref" ]; then
     # bytes (up + down) and client FLOPs over the whole run against FedAvg's (DM-PFL's claim)
