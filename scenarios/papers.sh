@@ -14,10 +14,10 @@
 # in scenarios/results/CAMPAIGN/ (tracked; after each sweep, and by --report), and a campaign
 # started where runs/ is empty takes them back first, so its sweeps skip those runs.
 # Campaigns, with wall time per run on 2 cores (SpaFL's, with its own table: spafl-fmnist.sh):
-#   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL, FedAvg-FT, DM-PFL+, Ditto, FedPer,
-#                 LG-FedAvg, the iter = 0 ablation, then the pathological split (2 classes a
-#                 client: DM-PFL+, FedPer, LG-FedAvg); a DM-PFL+ run reports DM-PFL's accuracy
-#                 too (acc_base_*: same training); ~2.5 h a run; the report adds
+#   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL+ (a DM-PFL+ run reports DM-PFL's
+#                 accuracy too, acc_base_*: same training), Ditto, FedPer, LG-FedAvg, FedAvg-FT,
+#                 the iter = 0 ablation, then the pathological split (2 classes a client: the
+#                 same methods); ~2.5 h a run; the report adds
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto and LG-FedAvg at the
@@ -93,7 +93,7 @@ dmpfl)
     # FedAvg-FT fine-tunes E = 5 epochs before each evaluation, so it is evaluated every 100
     # rounds only (each evaluation fine-tunes every client once per shift)
     ft="--set algorithm.name=fedavg-ft --set eval.every=100 --vary algorithm.finetune.epochs=5"
-    sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl,dmpfl+,ditto
+    sweep methods dmpfl-fmnist.yaml --vary algorithm.name=dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep decayed dmpfl-fmnist.yaml $d99 --vary algorithm.name=fedper,lg-fedavg
     # shellcheck disable=SC2086
