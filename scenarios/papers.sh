@@ -153,7 +153,14 @@ esac
 # finished runs (clients.tsv gets its rows at the end)
 done_dirs=""
 for d in $dirs; do
-    finished "$d" && done_dirs="$done_dirs ${d%/}"
+    if finished "$d"; then
+        done_dirs="$done_dirs ${d%/}"
+    elif [ -f "$d/scenario.yaml" ]; then # started here: how far it got (its last evaluation)
+        last=$(awk -F '\t' '$1 ~ /^[0-9]+$/ { r = $1 } END { print r + 0 }' "$d/metrics.tsv" \
+            2>/dev/null || echo 0)
+        echo "papers.sh: unfinished: ${d%/} (evaluated to round $last of" \
+            "$(sed -n 's/^rounds: //p' "$d/scenario.yaml"))"
+    fi
 done
 if [ -z "$done_dirs" ]; then
     echo "papers.sh: no finished run in $out yet"
