@@ -156,8 +156,9 @@ for d in $dirs; do
     if finished "$d"; then
         done_dirs="$done_dirs ${d%/}"
     elif [ -f "$d/scenario.yaml" ]; then # started here: how far it got (its last evaluation)
-        last=$(awk -F '\t' '$1 ~ /^[0-9]+$/ { r = $1 } END { print r + 0 }' "$d/metrics.tsv" \
-            2>/dev/null || echo 0)
+        last=0
+        [ -f "$d/metrics.tsv" ] &&
+            last=$(awk -F '\t' '$1 ~ /^[0-9]+$/ { r = $1 } END { print r + 0 }' "$d/metrics.tsv")
         echo "papers.sh: unfinished: ${d%/} (evaluated to round $last of" \
             "$(sed -n 's/^rounds: //p' "$d/scenario.yaml"))"
     fi

@@ -93,7 +93,8 @@ static const char usage[] =
         "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7], the run's bytes and client\n"
-        "             FLOPs), then per group of runs whose folders differ only in a trailing\n"
+        "             FLOPs, the round of its best accuracy), then per group of runs whose folders "
+        "differ only in a trailing\n"
         "             -SEED or, for sweep points, a seed=N item (--vary seed=1,2,3): mean ±\n"
         "             std over the runs of final accuracy and, over those that reached ACC,\n"
         "             rounds, time and bytes to it. By personalized accuracy, a run of a\n"
@@ -986,12 +987,13 @@ static int cmd_summary(int argc, char **argv)
             int l = (int)strlen(label[r]), lg = (int)strlen(group[r]);
             w = l > w ? l : w, gw = lg > gw ? lg : gw;
         }
-        printf("%-*s %8s %8s %8s %14s %14s %14s %12s\n", w, "run", "final", "best", "rounds",
-               "time_s", "bytes", "bytes_total", "flops_total");
+        printf("%-*s %8s %8s %8s %14s %14s %14s %12s %10s\n", w, "run", "final", "best", "rounds",
+               "time_s", "bytes", "bytes_total", "flops_total", "best_round");
         for (int r = 0; r < n; r++) {
-            double best = NAN, rd, ts, bs;
+            double best = NAN, best_round = NAN, rd, ts, bs; /* the first round at its best */
             for (int i = 0; i < m[r].n; i++)
-                if (!(plot_metrics_acc(&m[r], i) <= best)) best = plot_metrics_acc(&m[r], i);
+                if (!(plot_metrics_acc(&m[r], i) <= best))
+                    best = plot_metrics_acc(&m[r], i), best_round = m[r].round[i];
             int ok = plot_metrics_to_target(&m[r], target, &rd, &ts, &bs);
             char c1[32] = "x", c2[32] = "x", c3[32] = "x";
             if (ok) {
@@ -999,9 +1001,10 @@ static int cmd_summary(int argc, char **argv)
                 snprintf(c2, sizeof c2, "%.3f", ts);
                 snprintf(c3, sizeof c3, "%.0f", bs);
             }
-            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g\n", w, label[r],
+            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g %10.0f\n", w, label[r],
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
-                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0);
+                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0,
+                   best_round);
         }
         /* groups: runs whose folders differ only in their seed (group_of) */
         printf("\n%-*s %5s %22s %22s %22s %26s\n", gw, "group", "runs", "final", "rounds (reached)",

@@ -231,6 +231,23 @@ static void test_summary_groups(void)
     CHECK_MSG(want > 0 && fabs(got - want) <= 1e-3 * want, "summary flops_total %g, metrics %g",
               got, want);
     free(mt);
+    /* best_round: the first round at the run's best accuracy (here a tie, both before the end) */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/peak && printf '# fedsim run peak seed=1 algorithm=fedavg clients=2\\n"
+             "round\\tsim_time_s\\tbytes_up\\tbytes_down\\tclient_flops\\tacc_global\\tloss_"
+             "global\\n"
+             "10\\t1\\t1\\t1\\t1\\t0.5\\t1\\n20\\t2\\t2\\t2\\t2\\t0.8\\t1\\n"
+             "30\\t3\\t3\\t3\\t3\\t0.7\\t1\\n40\\t4\\t4\\t4\\t4\\t0.8\\t1\\n"
+             "50\\t5\\t5\\t5\\t5\\t0.75\\t1\\n' >%s/peak/metrics.tsv && %s summary %s/peak "
+             ">%s/peak.txt",
+             dir, dir, bin, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(p, sizeof p, "%s/peak.txt", dir);
+    char *pt = test_slurp(p, &len);
+    CHECK_MSG(token_after(pt, "/peak", 0) == 0.75 && token_after(pt, "/peak", 1) == 0.8 &&
+                      token_after(pt, "/peak", 7) == 20,
+              "summary: final 0.75, best 0.8 first at round 20: %s", pt ? pt : "");
+    free(pt);
     free(t);
 }
 
