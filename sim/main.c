@@ -93,14 +93,13 @@ static const char usage[] =
         "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7], the run's bytes and client\n"
-        "             FLOPs, the round of its best accuracy), then per group of runs whose folders "
-        "differ only in a trailing\n"
-        "             -SEED or, for sweep points, a seed=N item (--vary seed=1,2,3): mean ±\n"
-        "             std over the runs of final accuracy and, over those that reached ACC,\n"
-        "             rounds, time and bytes to it. By personalized accuracy, a run of a\n"
-        "             method that evaluates over another's training (DM-PFL+ over DM-PFL,\n"
-        "             FedAvg-FT over FedAvg) has a second row, \"RUN [base NAME]\": the other\n"
-        "             method, from the same run\n"
+        "             FLOPs, the round of its best accuracy), then per group of runs whose\n"
+        "             folders differ only in a trailing -SEED or, for sweep points, a seed=N\n"
+        "             item (--vary seed=1,2,3): mean ± std over the runs of final accuracy\n"
+        "             and, over those that reached ACC, rounds, time and bytes to it. By\n"
+        "             personalized accuracy, a run of a method that evaluates over another's\n"
+        "             training (DM-PFL+ over DM-PFL, FedAvg-FT over FedAvg) has a second row,\n"
+        "             \"RUN [base NAME]\": the other method, from the same run\n"
         "  devices [--catalog FILE]\n"
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
@@ -1160,8 +1159,9 @@ static int point_state(const sim_scenario *sc, const char *dir, int *state)
     snprintf(path, sizeof path, "%s/scenario.yaml", dir);
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint.msgpack", dir);
     snprintf(clients, sizeof clients, "%s/clients.tsv", dir);
-    int ckpt_there = access(ckpt, F_OK) == 0, same = !rc && file_is(path, text, len);
-    if (!rc && !same && (ckpt_there || has_rows(clients))) {
+    int ckpt_there = access(ckpt, F_OK) == 0, done = !ckpt_there && has_rows(clients);
+    int same = !rc && file_is(path, text, len);
+    if (!rc && !same && (ckpt_there || done)) {
         /* written before a key was added: the keys it lacks take their defaults, last in their
          * maps, and its checkpoint (tied to the file's bytes) still resumes it */
         sim_scenario old;
@@ -1173,7 +1173,7 @@ static int point_state(const sim_scenario *sc, const char *dir, int *state)
     }
     if (same && ckpt_there)
         *state = POINT_UNFINISHED;
-    else if (same && has_rows(clients))
+    else if (same && done)
         *state = POINT_FINISHED;
     free(text);
     return rc ? print_err(&err) : 0;
