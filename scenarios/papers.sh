@@ -142,6 +142,11 @@ pfedgate)
     sweep mix pfedgate-fmnist-mix.yaml --vary algorithm.name=pfedgate
     sweep mix-baseline pfedgate-fmnist-mix.yaml --set algorithm.lr=0.1 \
         --vary algorithm.name=fedavg
+    # what a budget does to a round on the mix, priced cost-only (seconds): one budget for all
+    # (s = 1 leaves out the weak phones, as FedAvg does) or each device's capacity
+    [ "$workers" = --report ] || $FEDSIM sweep scenarios/pfedgate-fmnist-mix.yaml \
+        --out "$out/mix-costs" --cost-only -q --plots none --set rounds=20 \
+        --vary algorithm.pfedgate.s=1,0.5,0.3,capacity
     ;;
 *)
     echo "papers.sh: unknown campaign '$campaign' (dmpfl, width-hetero, width-ideal, pfedgate;" \
@@ -191,6 +196,22 @@ if [ -n "$paper" ]; then
         index($1, out) == 1 { r = substr($1, length(out) + 1)
               if (r in ref) printf "%-44s %8.2f %8.2f %8.2f %+8.2f\n", r, 100 * $2, 100 * $3,
                   ref[r], 100 * $2 - ref[r] }' "$out/summary.txt" | tee -a "$out/summary.txt"
+fi
+if [ "$campaign" = pfedgate ] && [ -d "$out/mix-costs" ]; then
+    # a round's simulated time, upload and client FLOPs on the mix under each budget, and the
+    # clients left out (their devices cannot hold the model they would train)
+    echo
+    for d in "$out"/mix-costs/*/; do
+        finished "$d" || continue
+        d=${d%/}
+        printf '%s\t%s\t' "${d#"$out"/}" \
+            "$(awk -F '\t' 'NR > 1 && $3 == 1' "$d/clients.tsv" | wc -l)"
+        tail -n 1 "$d/metrics.tsv"
+    done | awk -F '\t' '
+        BEGIN { printf "%-44s %8s %9s %12s %12s\n", "run (cost-only)", "excluded", "s/round",
+                    "bytes up/rd", "FLOPs/round" }
+        { printf "%-44s %8d %9.2f %12.4g %12.4g\n", $1, $2, $4 / $3, $5 / $3, $7 / $3 }' |
+        tee -a "$out/summary.txt"
 fi
 ref="$out/costs/algorithm.name=fedavg/metrics.tsv"
 if [ "$campaign" = dmpfl ] && [ -f "$ref" ]; then
