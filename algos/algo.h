@@ -234,6 +234,9 @@ typedef struct fl_algo {
      * DM-PFL+'s per-sample choice over DM-PFL, FedAvg-FT's fine-tuning over FedAvg. The engine
      * reports both (metrics.tsv's acc_base_* columns), so one run stands for the two methods. */
     const char *base;
+    /* Optional (NULL: none): a warning about settings that run as asked but may not be what was
+     * meant (pFedGate budgets too small to choose blocks from), written into msg; 0 when none. */
+    int (*warn)(const fl_env *env, char *msg, size_t cap);
 } fl_algo;
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,

@@ -931,6 +931,7 @@ const fl_algo fl_dmpfl = {"dmpfl",
                           dmpfl_width,
                           NULL,
                           NULL,
+                          NULL,
                           NULL};
 const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                "DM-PFL+: DM-PFL choosing the personal or the global model per "
@@ -950,4 +951,5 @@ const fl_algo fl_dmpfl_plus = {"dmpfl+",
                                dmpfl_width,
                                plus_eval_client,
                                NULL,
-                               "dmpfl"};
+                               "dmpfl",
+                               NULL};

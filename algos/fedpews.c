@@ -551,4 +551,5 @@ const fl_algo fl_fedpews = {"fedpews",
                             NULL,
                             NULL,
                             NULL,
+                            NULL,
                             NULL};

@@ -133,4 +133,5 @@ const fl_algo fl_local = {"local",
                           local_width,
                           NULL,
                           NULL,
+                          NULL,
                           NULL};

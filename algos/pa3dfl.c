@@ -706,4 +706,5 @@ const fl_algo fl_pa3dfl = {"pa3dfl",
                            pa3dfl_width,
                            NULL,
                            NULL,
+                           NULL,
                            NULL};

@@ -25,6 +25,15 @@ static size_t cdiv(size_t a, size_t b)
     return (a + b - 1) / b;
 }
 
+/* The first block of a tensor of n elements: ⌈n·s_min⌉ (the paper's rule) or 1/B of it (the
+ * code's equal chunks). */
+static size_t first_len(size_t n, int B, double s_min, int code_rule)
+{
+    if (code_rule) return cdiv(n, n < (size_t)B ? n : (size_t)B);
+    size_t first = (size_t)ceil((double)n * s_min - 1e-9);
+    return first < 1 ? 1 : first > n ? n : first;
+}
+
 void fl_pg_blocks_build(fl_pg_blocks *b, const nn_arch *a, int B, double s_min, int code_rule)
 {
     memset(b, 0, sizeof *b);
@@ -42,16 +51,11 @@ void fl_pg_blocks_build(fl_pg_blocks *b, const nn_arch *a, int B, double s_min, 
             if ((a->l[i].wt == ti || a->l[i].bt == ti) && a->l[i].op == NN_LINEAR) lin = 1;
         size_t n = (size_t)t->rows * t->cols, pos = 0;
         /* the first chunk and the size of the others */
-        size_t first, rest;
-        if (code_rule) {
-            size_t k = n < (size_t)B ? n : (size_t)B;
-            first = rest = cdiv(n, k);
-        } else {
-            first = (size_t)ceil((double)n * s_min - 1e-9);
-            if (first < 1) first = 1;
-            if (first > n) first = n;
+        size_t first = first_len(n, B, s_min, code_rule), rest;
+        if (code_rule)
+            rest = first;
+        else
             rest = B > 1 && n > first ? cdiv(n - first, (size_t)B - 1) : 1;
-        }
         for (int j = 0; pos < n; j++) {
             size_t len = j == 0 ? first : rest;
             if (len > n - pos) len = n - pos;
@@ -907,6 +911,41 @@ static int pfedgate_load(void *p, const msgpack_object *o, sim_err *err)
     return SIM_OK;
 }
 
+int fl_pg_classes_reached(const nn_arch *a, const fl_pfedgate_config *g, double s)
+{
+    const nn_layer *l = &a->l[a->n - 1];
+    double s_min = fl_pg_s_min(g->blocks, s);
+    if (s >= 1 || s > s_min || l->op != NN_LINEAR) return a->classes;
+    const nn_tensor *t = &a->layout.t[l->wt];
+    size_t first = first_len((size_t)t->rows * t->cols, g->blocks, s_min, g->code_split);
+    size_t rows = cdiv(first, (size_t)t->cols);
+    return rows < (size_t)a->classes ? (int)rows : a->classes;
+}
+
+/* Budgets too small to choose from: the clients on them train a model that cannot output most
+ * classes, which the run should say (a device's capacity far below the laptop's gives one). */
+static int pfedgate_warn(const fl_env *env, char *msg, size_t cap)
+{
+    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    int n = env->part->n_clients, hit = 0, reached = env->arch->classes;
+    double least = 1;
+    for (int32_t c = 0; c < n; c++) {
+        double s = budget(env, c);
+        int k = fl_pg_classes_reached(env->arch, g, s);
+        if (k == env->arch->classes) continue;
+        hit++;
+        if (s < least) least = s, reached = k;
+    }
+    if (!hit) return 0;
+    snprintf(msg, cap,
+             "pfedgate: %d of %d clients have a density budget (%.3g at the least) that leaves the "
+             "gate no blocks to choose: each tensor keeps only its first block, so the output "
+             "layer reaches %d of %d classes and their models cannot predict the others. A budget "
+             "above %.3g leaves room (algorithm.pfedgate.s, or the devices' capacity)",
+             hit, n, least, reached, env->arch->classes, fl_pg_s_min(g->blocks, 1));
+    return 1;
+}
+
 /* For the memory check: a sparse model of density s costs about what a √s-wide one does
  * (spec 000 §3.3). */
 static double pfedgate_width(const fl_env *env, int32_t client)
@@ -933,4 +972,5 @@ const fl_algo fl_pfedgate = {
         pfedgate_width,
         pfedgate_eval_client,
         pfedgate_round_end,
-        NULL};
+        NULL,
+        pfedgate_warn};

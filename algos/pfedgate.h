@@ -41,6 +41,11 @@ void fl_pg_blocks_free(fl_pg_blocks *b);
  * scratch of L ints. */
 double fl_pg_select(const fl_pg_blocks *b, const float *G, double s, double s_min, uint8_t *I,
                     int *order);
+struct fl_pfedgate_config; /* algos/algo.h */
+/* How many of a's classes the output layer can reach at budget s under g's split: all, unless
+ * s ≤ s_min leaves the gate nothing to choose and the layer's first block (its first rows)
+ * covers fewer. */
+int fl_pg_classes_reached(const nn_arch *a, const struct fl_pfedgate_config *g, double s);
 
 /* A client's gating layer (§2.4, its private state) for inputs of C channels of HW pixels and L
  * blocks: SwitchNorm over the input channels (the gate's own normalization; the model sees the

@@ -70,7 +70,8 @@ static const char usage[] =
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "             (the average client's, as the algorithm prices its first round: the\n"
-        "             width, budget or masks trained and the messages sent) and memory fit\n"
+        "             width, budget or masks trained and the messages sent), memory fit and\n"
+        "             warnings (settings that run as asked but may not be what was meant)\n"
         "  sweep SCENARIO --vary key=v1,v2,... [--vary ...] [--set key=value]... [--out DIR]\n"
         "             [--target ACC] [--seed N] [--cost-only] [-q] [--plots ...] [--workers N]\n"
         "             [--job-timeout S] [--checkpoint-every N] [--checkpoint-minutes T]\n"
@@ -561,6 +562,9 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
         sc->spec.on_tick = plot_live_tick;
         sc->spec.tick_arg = &live;
     }
+    char warning[512];
+    if (sc->spec.algo->warn && sc->spec.algo->warn(&sc->spec.env, warning, sizeof warning))
+        fprintf(stderr, "fedsim: warning: %s\n", warning);
     sim_engine *e;
     if (sim_engine_new(&e, &sc->spec, &err)) {
         plot_close(gp);
@@ -725,6 +729,9 @@ static int cmd_check(int argc, char **argv)
         printf("# capacity r_i: %.3g … %.3g, mean %.3g; models trained %.3g … %.3g wide, mean "
                "%.3g (a sparse one counts as √density wide)\n",
                rlo, rhi, rsum / n, wlo, whi, wsum / n);
+    char warning[512];
+    if (sc.spec.algo->warn && sc.spec.algo->warn(&sc.spec.env, warning, sizeof warning))
+        printf("# warning: %s\n", warning);
     /* Each device's row prices the average client's job as the algorithm prices its first
      * client on that device in round 1 (a cost-only job: the width, budget or masks it trains and
      * the messages it exchanges), the training scaled to the average client's samples. */

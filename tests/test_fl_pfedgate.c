@@ -1,9 +1,10 @@
 /* tests/test_fl_pfedgate.c -- pFedGate (algos/pfedgate.c, spec 000): the block table of the
  * EMNIST CNN (40 blocks at B = 5, sizes as the spec lists them) and the achieved densities of the
  * code's selection, 0.434 at s = 0.5 and 0.246 at s = 0.3 whatever the scores, never above the
- * budget; the paper's split rule differs from the code's by rounding only at B = 5. The gating
- * layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass a
- * finite-difference check, which catches a broken one. With the gate fixed at G = M = 1 and no
+ * budget; the paper's split rule differs from the code's by rounding only at B = 5. A budget at
+ * or below s_min keeps only the head's first rows, as many classes as the run's warning says. The
+ * gating layer's gradients (SwitchNorm, FC, BatchNorm, sigmoid, batch mean; one or two paths) pass
+ * a finite-difference check, which catches a broken one. With the gate fixed at G = M = 1 and no
  * budget, a job uploads FedAvg's change and per-block aggregation gives FedAvg's model; at
  * M = 1/2 the straight-through scaling makes the change twice FedAvg's on θ/2 at a quarter lr.
  * Evaluation (the code's rule): a client whose upload the aggregation absorbed is evaluated on its
@@ -71,6 +72,74 @@ static void test_blocks(void)
     }
     fl_pg_blocks_free(&b);
     fl_pg_blocks_free(&c);
+}
+
+/* The output rows of leaf-cnn's 10-class head (10 × 2048) that a selection at budget s keeps
+ * any element of, over gates with random scores. */
+static int head_rows_kept(const nn_arch *a, const fl_pfedgate_config *g, double s, sim_rng *r)
+{
+    fl_pg_blocks b;
+    double s_min = fl_pg_s_min(g->blocks, s);
+    fl_pg_blocks_build(&b, a, g->blocks, s_min, g->code_split);
+    const nn_tensor *w = &a->layout.t[a->l[a->n - 1].wt];
+    float *G = sim_xmalloc(sizeof(float) * (size_t)b.n);
+    uint8_t *I = sim_xmalloc((size_t)b.n), rows[10] = {0};
+    int *order = sim_xmalloc(sizeof(int) * (size_t)b.n), most = 0;
+    for (int trial = 0; trial < 10; trial++) {
+        for (int i = 0; i < b.n; i++)
+            G[i] = (float)(s_min + (1 - s_min) * sim_rng_uniform(r));
+        fl_pg_select(&b, G, s, s_min, I, order);
+        for (int i = 0; i < b.n; i++)
+            for (size_t e = b.off[i]; I[i] && e < b.off[i] + b.len[i]; e++)
+                if (e >= w->off && e < w->off + (size_t)w->rows * w->cols)
+                    rows[(e - w->off) / (size_t)w->cols] = 1;
+        int k = 0;
+        for (int j = 0; j < 10; j++)
+            k += rows[j];
+        if (k > most) most = k;
+    }
+    free(G), free(I), free(order);
+    fl_pg_blocks_free(&b);
+    return most;
+}
+
+/* A budget at or below s_min leaves the gate nothing to choose: every tensor keeps its first
+ * block only, and the head's first block is its first rows (as many classes as the warning
+ * says, and as the selection really keeps); above it the head's blocks fit. */
+static void test_classes_reached(void)
+{
+    nn_arch a;
+    sim_err err = {0};
+    CHECK(nn_arch_build(&a, "leaf-cnn", 1, 28, 28, 10, &err) == SIM_OK);
+    fl_pfedgate_config g = {.s = 1, .blocks = 5, .paths = 2};
+    sim_rng r;
+    sim_rng_seed(&r, 4, SIM_RNG_TEST, 0);
+    static const struct {
+        double s;
+        int code_split, want;
+    } cases[] = {{0.075, 0, 1}, {0.1, 0, 1},  {0.15, 0, 2}, {0.2, 0, 2},
+                 {0.1, 1, 2},   {0.3, 0, 10}, {0.5, 0, 10}, {1, 0, 10}};
+    for (size_t k = 0; k < SIM_ARRAY_LEN(cases); k++) {
+        g.code_split = cases[k].code_split;
+        int got = fl_pg_classes_reached(&a, &g, cases[k].s),
+            kept = head_rows_kept(&a, &g, cases[k].s, &r);
+        CHECK_MSG(got == cases[k].want && kept == got,
+                  "s = %g (%s split): reached %d, kept %d, want %d", cases[k].s,
+                  g.code_split ? "code" : "paper", got, kept, cases[k].want);
+    }
+    /* the run's warning: two of three clients on budgets too small, the least reaching 1 class */
+    fl_config cfg = {.name = "pfedgate"};
+    cfg.pfedgate = (fl_pfedgate_config){.by_capacity = 1, .blocks = 5, .paths = 2};
+    nn_partition part = {.n_clients = 3};
+    const double cap[3] = {0.15, 0.5, 0.075};
+    fl_env env = {&cfg, &a, NULL, NULL, &part, 1, 0, cap};
+    char msg[512] = "";
+    CHECK_MSG(fl_pfedgate.warn(&env, msg, sizeof msg) == 1 && strstr(msg, "2 of 3 clients") &&
+                      strstr(msg, "0.075 at the least") && strstr(msg, "reaches 1 of 10 classes"),
+              "warning: %s", msg);
+    const double fine[3] = {0.3, 0.5, 1};
+    env.capacity = fine;
+    CHECK(fl_pfedgate.warn(&env, msg, sizeof msg) == 0);
 }
 
 /* loss = Σ_b a_b·G_b + c_b·M_b of the gate on a fixed batch (train mode) */
@@ -506,6 +575,7 @@ static void test_eval_own_copy(void)
 int main(void)
 {
     test_blocks();
+    test_classes_reached();
     test_gate(1);
     test_gate(2);
     test_equals_fedavg();

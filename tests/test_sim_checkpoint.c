@@ -444,12 +444,14 @@ int main(void)
                       sh("test $(grep -c 'finished before: kept' @/camp/sweep.err) = 2") == 0,
               "a sweep into the runs taken back keeps both points");
     /* a sweep that fails is named and the campaign goes on with the next; a stop ends it. The
-     * fedsim here is a stand-in that logs its calls and fails the first sweep (status FAKE). */
+     * fedsim here is a stand-in that logs its calls and fails the sweeps over pFedGate's budget
+     * (status FAKE): the first, and the cost-only one at the end. */
     CHECK(sh("printf '#!/bin/sh\\necho \"$*\" >> \"$CALLS\"\\ncase \"$*\" in *pfedgate.s=*) "
              "exit $FAKE;; esac\\n' > @/camp/fake && chmod +x @/camp/fake") == 0);
     CHECK_MSG(sh("cd @/camp && CALLS=@/camp/calls2 FAKE=2 FEDSIM=@/camp/fake sh "
                  "scenarios/papers.sh pfedgate 1 > /dev/null 2> @/camp/err2; test $? = 1") == 0 &&
-                      sh("grep -q 'these sweeps failed (their messages are above): gate$' "
+                      sh("grep -q 'these sweeps failed (their messages are above): gate "
+                         "mix-costs$' "
                          "@/camp/err2 && grep -q 'algorithm.name=fedavg-ft,local' @/camp/calls2 "
                          "&& grep -q 'pfedgate-fmnist-mix.yaml' @/camp/calls2") == 0,
               "papers.sh: a failed sweep is named, the later ones run, exit 1");

@@ -375,6 +375,33 @@ int main(void)
     txt = test_slurp(opts, &len);
     CHECK_MSG(txt && strstr(txt, " 3/4\n"), "fedsim check, fits: %s", txt ? txt : "(nothing)");
     free(txt);
+    /* and warns of pFedGate budgets that leave the gate nothing to choose (the output layer then
+     * reaches 1 of the 4 classes), but not of budgets that leave it room; a run warns too */
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s check scenarios/tiny.yaml --set algorithm.name=pfedgate --set "
+                 "algorithm.pfedgate.s=%s > %s",
+                 bin, k ? "0.3" : "0.1", opts);
+        CHECK(system(cmd) == 0);
+        txt = test_slurp(opts, &len);
+        int warned = txt &&
+                     strstr(txt, "# warning: pfedgate: 8 of 8 clients have a density budget "
+                                 "(0.1 at the least)") &&
+                     strstr(txt, "reaches 1 of 4 classes");
+        CHECK_MSG(txt && warned == !k, "fedsim check, s = %s: %s", k ? "0.3" : "0.1",
+                  txt && strstr(txt, "# warning") ? strstr(txt, "# warning") : "(no warning)");
+        free(txt);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml --set algorithm.name=pfedgate --set "
+             "algorithm.pfedgate.s=0.1 "
+             "--set rounds=1 --cost-only -q --plots none --out %s/pg-warn > /dev/null 2> %s",
+             bin, dir, opts);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(opts, &len);
+    CHECK_MSG(txt && strstr(txt, "fedsim: warning: pfedgate: 8 of 8 clients"),
+              "fedsim run warns: %s", txt ? txt : "(nothing)");
+    free(txt);
     /* --help after a command prints the usage on stdout and runs nothing */
     snprintf(opts, sizeof opts, "%s/help.txt", dir);
     snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --help > %s", bin, opts);
