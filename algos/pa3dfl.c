@@ -11,15 +11,15 @@
  * local head on the detached penultimate features (L_c), adds λ·Eq. 32 on the conv factors, and
  * chains the weight gradients back into u and v for one plain SGD step (spec A19: no momentum, no
  * weight decay). Its FLOPs are the model's GEMMs as the kernels ran them plus every recovery, its
- * backward, Eq. 32 and the local head. It then picks α on held-out training samples for its test
+ * backward, Eq. 32 and the local head. It then picks α on its validation samples for its test
  * model (1−α)·M_0 + α·M_1 (M_0: received weights with H_g; M_1: trained with its local head,
  * interpolated as recovered dense weights, spec §2.11) and keeps that model as private state,
  * which personalized evaluation reads. It uploads u and its kept personal entries.
  *
  * Decisions beyond the spec's own (see scenarios/README.md for the keys):
- * - α is chosen on `val` (default 10 %) of the client's training samples, held out of training:
- *   the scenarios' local split is train/test only, and choosing α on the reported test split
- *   would leak it.
+ * - α is chosen on the client's validation split (partition.local_val, the paper's 60 of 600
+ *   images), or, in a partition without one, on `val` (default 10 %) of the client's training
+ *   samples, held out of training: choosing α on the reported test split would leak it.
  * - A client never selected is evaluated on the model it would receive now (current u and
  *   hyper-network, with H_g) rather than one frozen at round 0: it is what the server holds for it.
  * - H_g comes from the seed on both sides (spec A34), so it never travels.
@@ -494,12 +494,28 @@ static double extra_step_flops(const fl_p3_net *d, int kb, int nb, double lambda
            4.0 * nb * (d->d_pen / d->nb * kb) * d->K;
 }
 
-/* Samples held out of training to choose α. */
+/* Training samples held out to choose α: none where the partition has validation splits. */
 static int val_count(const fl_env *env, int n)
 {
     const fl_pa3dfl_config *c = &env->cfg->pa3dfl;
-    int nv = c->alphas > 1 ? (int)lround(c->val * n) : 0;
+    int nv = c->alphas > 1 && !env->part->val_idx ? (int)lround(c->val * n) : 0;
     return nv >= n ? (n > 0 ? n - 1 : 0) : nv;
+}
+
+/* The samples client c chooses α on: its validation split, or the training samples val_count
+ * holds out (the last of its n). *n_out 0: α is 1. */
+static const int32_t *alpha_samples(const fl_env *env, int c, const nn_dataset **d, int *n_out)
+{
+    const nn_partition *p = env->part;
+    if (p->val_idx) {
+        *d = p->test_from_train ? env->train : env->test;
+        *n_out = env->cfg->pa3dfl.alphas > 1 ? p->n_val[c] : 0;
+        return p->val_idx[c];
+    }
+    int n = p->n[c], nv = val_count(env, n);
+    *d = env->train;
+    *n_out = nv;
+    return p->idx[c] + (n - nv);
 }
 
 /* What a job costs without running it: the same schedule of batches as fl_loop. */
@@ -507,7 +523,9 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
                       fl_result *res)
 {
     const fl_config *cfg = env->cfg;
-    int n = env->part->n[job->client], nv = val_count(env, n), nt = n - nv, B = cfg->batch_size;
+    int n = env->part->n[job->client], nt = n - val_count(env, n), B = cfg->batch_size, nv;
+    const nn_dataset *vd;
+    alpha_samples(env, job->client, &vd, &nv);
     int64_t steps = nt > 0 ? fl_job_steps(env, nt) : 0;
     for (int64_t st = 0; st < steps; st++) {
         int nb = fl_job_batch(st, nt, B);
@@ -551,7 +569,7 @@ static int own_personal(const fl_env *env, const fl_p3_net *d, int kb, const fl_
 /* Pick α on the held-out samples: m's live parameters become (1−α)·w0 + α·w1 for the best α of
  * the grid (the first best: ties go to the smaller α). Returns α. */
 static double choose_alpha(const fl_env *env, nn_model *m, const float *w0, const float *w1,
-                           const int32_t *val, int nv)
+                           const nn_dataset *d, const int32_t *val, int nv)
 {
     int K = env->cfg->pa3dfl.alphas;
     double best = -1, best_a = 1;
@@ -563,7 +581,7 @@ static double choose_alpha(const fl_env *env, nn_model *m, const float *w0, cons
                 m->params[o] = (float)((1 - al) * w0[o] + al * w1[o]);
             }
         if (k == K) break;
-        double acc = nn_evaluate(m, env->train, val, nv, NULL);
+        double acc = nn_evaluate(m, d, val, nv, NULL);
         if (acc > best) best = acc, best_a = al;
     }
     return best_a;
@@ -647,11 +665,14 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
     set_head(a, d, m->params, hl);
     memcpy(w1, m->params, sizeof(float) * nf);
     double alpha = 1;
-    if (nv > 0) {
+    const nn_dataset *vd;
+    int na;
+    const int32_t *vi = alpha_samples(env, c, &vd, &na);
+    if (na > 0) {
         extra += fl_p3_compose(d, a, kb, u0, v0, m->params);
         set_head(a, d, m->params, hg);
         memcpy(w0, m->params, sizeof(float) * nf);
-        alpha = choose_alpha(env, m, w0, w1, env->part->idx[c] + (n - nv), nv);
+        alpha = choose_alpha(env, m, w0, w1, vd, vi, na);
     }
     if (looped) fl_loop_finish(&L, res);
     res->cost.flops += extra;

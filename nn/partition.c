@@ -25,11 +25,14 @@ void nn_partition_destroy(nn_partition *p)
     for (int k = 0; k < p->n_clients; k++) {
         if (p->idx) free(p->idx[k]);
         if (p->test_idx) free(p->test_idx[k]);
+        if (p->val_idx) free(p->val_idx[k]);
     }
     free(p->idx);
     free(p->n);
     free(p->test_idx);
     free(p->n_test);
+    free(p->val_idx);
+    free(p->n_val);
     memset(p, 0, sizeof *p);
 }
 
@@ -431,6 +434,36 @@ static void largest_remainder(int *want, const int *counts, int C, int n, int T)
     free(rem);
 }
 
+/* Split all[0..n) (sorted; labels y, class counts counts) per class: each class's samples,
+ * shuffled with r class by class, give their first want[c] to take and the rest to rest. */
+static void split_by_class(sim_rng *r, const int32_t *all, int n, const int32_t *y, int C,
+                           const int *counts, const int *want, int32_t *take, int *n_take,
+                           int32_t *rest, int *n_rest)
+{
+    int32_t *byc = sim_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *byc);
+    int *off = sim_xmalloc(((size_t)C + 1) * sizeof *off),
+        *fill = sim_xmalloc((size_t)C * sizeof *fill);
+    off[0] = 0;
+    for (int c = 0; c < C; c++)
+        off[c + 1] = off[c] + counts[c];
+    memcpy(fill, off, (size_t)C * sizeof *fill);
+    for (int i = 0; i < n; i++)
+        byc[fill[y[all[i]]]++] = all[i];
+    for (int c = 0; c < C; c++) {
+        assert(want[c] <= counts[c]);
+        shuffle_i32(r, byc + off[c], (size_t)counts[c]);
+        for (int j = 0; j < counts[c]; j++) {
+            if (j < want[c])
+                take[(*n_take)++] = byc[off[c] + j];
+            else
+                rest[(*n_rest)++] = byc[off[c] + j];
+        }
+    }
+    free(byc);
+    free(off);
+    free(fill);
+}
+
 int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_dataset *test,
                             double frac, int holdout, uint64_t seed, sim_err *err)
 {
@@ -455,7 +488,6 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
     int *new_nt = sim_xcalloc((size_t)K, sizeof *new_nt);
     int *counts = sim_xmalloc((size_t)C * sizeof *counts);
     int *want = sim_xmalloc((size_t)C * sizeof *want);
-    int *off = sim_xmalloc(((size_t)C + 1) * sizeof *off);
 
     /* Test-set pools: shuffled once per class, then consumed round-robin by all clients. */
     int32_t *pool_start = NULL, *pool = NULL;
@@ -470,11 +502,14 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
     }
 
     for (int k = 0; k < K; k++) {
-        /* The client's full training set: an earlier holdout split goes back in first. */
-        int back = p->test_from_train ? p->n_test[k] : 0, n = p->n[k] + back;
+        /* The client's full training set: an earlier holdout split (and its validation part)
+         * goes back in first. */
+        int back = p->test_from_train ? p->n_test[k] : 0;
+        int bv = p->test_from_train && p->n_val ? p->n_val[k] : 0, n = p->n[k] + back + bv;
         int32_t *all = sim_xmalloc((size_t)n * sizeof *all);
         memcpy(all, p->idx[k], (size_t)p->n[k] * sizeof *all);
         if (back) memcpy(all + p->n[k], p->test_idx[k], (size_t)back * sizeof *all);
+        if (bv) memcpy(all + p->n[k] + back, p->val_idx[k], (size_t)bv * sizeof *all);
         qsort(all, (size_t)n, sizeof *all, cmp_i32);
         memset(counts, 0, (size_t)C * sizeof *counts);
         for (int i = 0; i < n; i++)
@@ -490,29 +525,11 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
             memset(want, 0, (size_t)C * sizeof *want);
 
         if (holdout) {
-            /* Bucket the client's samples by class, shuffle each bucket, and hold out its head. */
-            int32_t *byc = sim_xmalloc((size_t)n * sizeof *byc);
-            off[0] = 0;
-            for (int c = 0; c < C; c++)
-                off[c + 1] = off[c] + counts[c];
-            int *fill = sim_xmalloc((size_t)C * sizeof *fill);
-            memcpy(fill, off, (size_t)C * sizeof *fill);
-            for (int i = 0; i < n; i++)
-                byc[fill[train->y[all[i]]]++] = all[i];
-            free(fill);
+            /* the head of each class's shuffled samples is held out */
             new_test[k] = sim_xmalloc((size_t)T * sizeof **new_test);
             new_idx[k] = sim_xmalloc((size_t)(n - T) * sizeof **new_idx);
-            for (int c = 0; c < C; c++) {
-                assert(want[c] <= counts[c]);
-                shuffle_i32(&r, byc + off[c], (size_t)counts[c]);
-                for (int j = 0; j < counts[c]; j++) {
-                    if (j < want[c])
-                        new_test[k][new_nt[k]++] = byc[off[c] + j];
-                    else
-                        new_idx[k][new_n[k]++] = byc[off[c] + j];
-                }
-            }
-            free(byc);
+            split_by_class(&r, all, n, train->y, C, counts, want, new_test[k], &new_nt[k],
+                           new_idx[k], &new_n[k]);
             free(all);
             qsort(new_idx[k], (size_t)new_n[k], sizeof **new_idx, cmp_i32);
         } else {
@@ -534,11 +551,16 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
     for (int k = 0; k < K; k++) {
         free(p->idx[k]);
         free(p->test_idx[k]);
+        if (p->val_idx) free(p->val_idx[k]);
     }
     free(p->idx);
     free(p->n);
     free(p->test_idx);
     free(p->n_test);
+    free(p->val_idx);
+    free(p->n_val);
+    p->val_idx = NULL;
+    p->n_val = NULL;
     p->idx = new_idx;
     p->n = new_n;
     p->test_idx = new_test;
@@ -546,9 +568,70 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
     p->test_from_train = holdout ? 1 : 0;
     free(counts);
     free(want);
-    free(off);
     free(pool_start);
     free(pool);
     free(cursor);
+    return SIM_OK;
+}
+
+int nn_partition_local_val(nn_partition *p, const nn_dataset *d, double frac, uint64_t seed,
+                           sim_err *err)
+{
+    int any = 0;
+    for (int k = 0; p->test_idx && k < p->n_clients; k++)
+        any |= p->n_test[k] > 0;
+    if (!any)
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "validation split: the partition has no local test splits to take it from");
+    if (!(frac >= 0 && frac < 1))
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "validation split: fraction must be in [0, 1), got %g", frac);
+    int K = p->n_clients, C = d->classes;
+    sim_rng r;
+    sim_rng_seed(&r, seed, SIM_RNG_DATA_SPLIT, 2);
+    int32_t **val = sim_xcalloc((size_t)K, sizeof *val),
+            **test = sim_xcalloc((size_t)K, sizeof *test);
+    int *nv = sim_xcalloc((size_t)K, sizeof *nv), *nt = sim_xcalloc((size_t)K, sizeof *nt);
+    int *counts = sim_xmalloc((size_t)C * sizeof *counts);
+    int *want = sim_xmalloc((size_t)C * sizeof *want);
+    for (int k = 0; k < K; k++) {
+        /* the whole local split (an earlier validation part back in), in canonical order */
+        int back = p->n_val ? p->n_val[k] : 0, n = p->n_test[k] + back;
+        int32_t *all = sim_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+        if (p->n_test[k]) memcpy(all, p->test_idx[k], (size_t)p->n_test[k] * sizeof *all);
+        if (back) memcpy(all + p->n_test[k], p->val_idx[k], (size_t)back * sizeof *all);
+        qsort(all, (size_t)n, sizeof *all, cmp_i32);
+        memset(counts, 0, (size_t)C * sizeof *counts);
+        for (int i = 0; i < n; i++)
+            counts[d->y[all[i]]]++;
+        int V = (int)floor(frac * n + 0.5);
+        if (V > n - 1) V = n > 0 ? n - 1 : 0; /* a client keeps a sample to be tested on */
+        if (n > 0)
+            largest_remainder(want, counts, C, n, V);
+        else
+            memset(want, 0, (size_t)C * sizeof *want);
+        /* the head of each class's shuffled samples validates, the rest tests */
+        val[k] = sim_xmalloc((size_t)(V > 0 ? V : 1) * sizeof **val);
+        int32_t *rest = sim_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *rest);
+        split_by_class(&r, all, n, d->y, C, counts, want, val[k], &nv[k], rest, &nt[k]);
+        free(all);
+        test[k] = rest;
+        qsort(val[k], (size_t)nv[k], sizeof **val, cmp_i32);
+        qsort(test[k], (size_t)nt[k], sizeof **test, cmp_i32);
+    }
+    for (int k = 0; k < K; k++) {
+        free(p->test_idx[k]);
+        if (p->val_idx) free(p->val_idx[k]);
+    }
+    free(p->test_idx);
+    free(p->n_test);
+    free(p->val_idx);
+    free(p->n_val);
+    p->test_idx = test;
+    p->n_test = nt;
+    p->val_idx = val;
+    p->n_val = nv;
+    free(counts);
+    free(want);
     return SIM_OK;
 }

@@ -3,8 +3,9 @@
  *
  * A partition holds index lists into the dataset (nn/data.h), never copies of samples. Every
  * scheme is a pure function of (dataset labels, arguments, seed): randomness comes from the
- * stream (seed, SIM_RNG_DATA_SPLIT, 0), and local test splits from (seed, SIM_RNG_DATA_SPLIT, 1),
- * so drawing a test split never changes the training partition. Each client's index list is
+ * stream (seed, SIM_RNG_DATA_SPLIT, 0), local test splits from (seed, SIM_RNG_DATA_SPLIT, 1) and
+ * validation splits from (seed, SIM_RNG_DATA_SPLIT, 2), so drawing a test split never changes the
+ * training partition, nor a validation split the training one. Each client's index list is
  * sorted ascending (canonical, cache-friendly); minibatch order is the batch stream's job.
  * All builders are all-or-nothing: on error *p is zeroed and err names the problem.
  */
@@ -24,6 +25,10 @@ typedef struct nn_partition {
                          * with n_test[k] = 0 until nn_partition_local_test fills it */
     int *n_test;        /* (n_clients) */
     int test_from_train; /* 1: test_idx index the training set (holdout); 0: the test set */
+    int32_t **val_idx;   /* val_idx[k] (n_val[k]): client k's validation split, taken out of its
+                          * local test split (same set as test_idx), owned; NULL (and n_val NULL)
+                          * until nn_partition_local_val gives the partition one */
+    int *n_val;          /* (n_clients) */
 } nn_partition;
 
 /* Frees what p owns. Accepts NULL or a zeroed partition and leaves p zeroed. */
@@ -72,9 +77,19 @@ int nn_partition_file(nn_partition *p, const nn_dataset *train, const char *path
  *   the test set with a cursor shared by all clients, so clients overlap as little as the pool
  *   allows and a client never gets a sample twice. A class's count is capped at its pool size
  *   (fewer samples, never repeats). frac >= 0.
+ * A validation split (nn_partition_local_val) goes back first and is dropped.
  * On error p is left as it was. */
 int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_dataset *test,
                             double frac, int holdout, uint64_t seed, sim_err *err);
+
+/* Moves round(frac * n_test[k]) of client k's local test samples into its validation split,
+ * per class by largest-remainder rounding of the split's class counts, chosen at random within
+ * each class: what a client selects models on (the round to report, Pa3dFL's interpolation),
+ * kept apart from what it is tested on. d is the dataset the local test splits index
+ * (test_from_train ? train : test). frac in [0, 1); needs local test splits (SIM_EINVAL).
+ * Replaces an earlier validation split (its samples go back to the test split first). */
+int nn_partition_local_val(nn_partition *p, const nn_dataset *d, double frac, uint64_t seed,
+                           sim_err *err);
 
 /* counts (train->classes) = label histogram of client k's training samples. */
 void nn_partition_label_counts(const nn_partition *p, const nn_dataset *train, int k, int *counts);

@@ -89,11 +89,12 @@ static void base_name(char *out, size_t n, const char *dir)
 }
 
 /* The n-row columns of m, in one list: what load grows and base_copy duplicates. */
-enum { N_COLUMNS = 10 };
+enum { N_COLUMNS = 11 };
 static void columns(plot_metrics *m, double **col[N_COLUMNS])
 {
-    double **c[N_COLUMNS] = {&m->time_s,  &m->bytes, &m->acc,   &m->acc_pers, &m->acc_p10,
-                             &m->dropped, &m->round, &m->flops, &m->acc_base, &m->acc_base_p10};
+    double **c[N_COLUMNS] = {&m->time_s,   &m->bytes,        &m->acc,    &m->acc_pers,
+                             &m->acc_p10,  &m->dropped,      &m->round,  &m->flops,
+                             &m->acc_base, &m->acc_base_p10, &m->acc_val};
     memcpy(col, c, sizeof c);
 }
 
@@ -108,7 +109,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     char line[4096], *f[32];
     int cap = 0, header = 0, nf = 0, ln = 0;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
-        c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1;
+        c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1, c_val = -1;
     while (fgets(line, sizeof line, fp)) {
         ln++;
         if (line[0] == '#') {
@@ -137,6 +138,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             c_flops = col_index(f, nf, "client_flops");
             c_base = col_index(f, nf, "acc_base_mean");
             c_base_p10 = col_index(f, nf, "acc_base_p10");
+            c_val = col_index(f, nf, "acc_val_mean");
             if (c_t < 0 || c_up < 0 || c_down < 0) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0,
@@ -165,6 +167,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         m->flops[i] = field(f, k, c_flops);
         m->acc_base[i] = field(f, k, c_base);
         m->acc_base_p10[i] = field(f, k, c_base_p10);
+        m->acc_val[i] = field(f, k, c_val);
         m->has_base |= !isnan(m->acc_base[i]);
         m->has_global |= !isnan(m->acc[i]);
         m->has_pers |= !isnan(m->acc_pers[i]);
@@ -202,6 +205,8 @@ static void base_copy(plot_metrics *dst, const plot_metrics *src)
     dst->acc_pers = dst->acc_base, dst->acc_base = t;
     t = dst->acc_p10;
     dst->acc_p10 = dst->acc_base_p10, dst->acc_base_p10 = t;
+    for (int i = 0; i < dst->n; i++)
+        dst->acc_val[i] = NAN; /* the run's own algorithm's, not its base's */
     dst->has_pers = dst->has_p10 = dst->is_base = 1;
     dst->has_base = 0;
     size_t len = strlen(dst->name);
@@ -253,6 +258,14 @@ int plot_metrics_to_target(const plot_metrics *m, double target, double *round, 
     if (round) *round = NAN;
     *time_s = *bytes = NAN;
     return 0;
+}
+
+int plot_metrics_best_val(const plot_metrics *m)
+{
+    int best = -1;
+    for (int i = 0; i < m->n; i++)
+        if (!isnan(m->acc_val[i]) && (best < 0 || m->acc_val[i] > m->acc_val[best])) best = i;
+    return best;
 }
 
 /* What the timeline plot needs from timeline.tsv: the window's rounds and what is in them. */

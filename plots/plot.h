@@ -42,7 +42,8 @@ typedef struct plot_metrics {
     double *flops; /* n (owned): cumulative client FLOPs, NaN in files written before the column */
     double *acc_base, *acc_base_p10; /* n each (owned): the base algorithm's personalized mean and
                                       * bottom decile (fl_algo.base), NaN without one */
-    char base[64];                   /* its name, from " base=NAME" in the header line, or "" */
+    double *acc_val; /* n (owned): mean accuracy on the clients' validation splits, NaN without */
+    char base[64];   /* its name, from " base=NAME" in the header line, or "" */
     int has_global, has_pers, has_p10, has_base; /* the column has at least one number (not NaN) */
     int is_base; /* its base's run (plot_metrics_load_runs): acc_base_* are its personalized ones */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
@@ -70,6 +71,12 @@ double plot_metrics_acc(const plot_metrics *m, int i);
  * returns 0 if the run never reaches it (they are then NaN). */
 int plot_metrics_to_target(const plot_metrics *m, double target, double *round, double *time_s,
                            double *bytes);
+
+/* The row with the best validation accuracy (acc_val_mean; the first of equals), whose test
+ * accuracy is what papers that select the round on validation data report (FLGo's
+ * optimal_ltest_by_lval); -1 when the run has no validation accuracy, and for a base's copy
+ * (its validation accuracy is not the base algorithm's). */
+int plot_metrics_best_val(const plot_metrics *m);
 
 /* Write s as a gnuplot single-quoted string literal that cannot end early or run anything. */
 void plot_put_str(FILE *f, const char *s);

@@ -200,14 +200,20 @@ width-ideal) paper="methods/$w=fedavg 91.71 methods/$w=fjord 91.04 methods/$w=pa
 esac
 if [ -n "$paper" ]; then
     echo
+    # at_val: the test accuracy at the evaluation with the best validation accuracy, the
+    # paper's own figure (runs with partition.local_val; "-" for those without)
     awk -v out="$out/" -v paper="$paper" '
         BEGIN { n = split(paper, p, " ")
                 for (i = 1; i < n; i += 2) ref[p[i]] = p[i + 1]
-                printf "%-44s %8s %8s %8s %8s\n", "run", "final", "best", "paper", "final-paper" }
+                printf "%-44s %8s %8s %8s %8s %8s %12s\n", "run", "final", "best", "at_val",
+                    "paper", "final-paper", "at_val-paper" }
         /^$/ { exit }
         index($1, out) == 1 { r = substr($1, length(out) + 1)
-              if (r in ref) printf "%-44s %8.2f %8.2f %8.2f %+8.2f\n", r, 100 * $2, 100 * $3,
-                  ref[r], 100 * $2 - ref[r] }' "$out/summary.txt" | tee -a "$out/summary.txt"
+              if (!(r in ref)) next
+              v = $10 == "-" ? "-" : sprintf("%.2f", 100 * $10)
+              d = $10 == "-" ? "-" : sprintf("%+.2f", 100 * $10 - ref[r])
+              printf "%-44s %8.2f %8.2f %8s %8.2f %+8.2f %12s\n", r, 100 * $2, 100 * $3, v,
+                  ref[r], 100 * $2 - ref[r], d }' "$out/summary.txt" | tee -a "$out/summary.txt"
 fi
 if [ "$campaign" = pfedgate ] && [ -d "$out/mix-costs" ]; then
     # a round's simulated time, upload and client FLOPs on the mix under each budget, and the

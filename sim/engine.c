@@ -337,10 +337,12 @@ static int cmp_i32(const void *a, const void *b)
 /* evaluation (an observer: it costs no simulated time) */
 
 /* The personalized accuracies of one evaluation: mean, bottom decile, pooled, under each
- * eval.shift; base: the same by the algorithm's base evaluation (fl_algo.base). */
+ * eval.shift; base: the same by the algorithm's base evaluation (fl_algo.base); val: the mean
+ * on the clients' validation splits. */
 typedef struct pers_acc {
     double mean, p10, pooled, shift[SIM_MAX_SHIFTS];
     double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
+    double val;
 } pers_acc;
 
 /* Whether metrics.tsv has the base columns: the algorithm names a base and clients are
@@ -348,6 +350,13 @@ typedef struct pers_acc {
 static int has_base(const sim_engine *e)
 {
     return e->spec.algo->base && e->spec.eval.personalized;
+}
+
+/* Whether metrics.tsv has acc_val_mean: clients are evaluated on their own splits and the
+ * partition sets validation splits apart (partition.local_val). */
+static int has_val(const sim_engine *e)
+{
+    return e->spec.eval.personalized && e->spec.env.part->val_idx;
 }
 
 static void write_metrics_row(sim_engine *e, const pers_acc *pa, double density)
@@ -365,6 +374,7 @@ static void write_metrics_row(sim_engine *e, const pers_acc *pa, double density)
         for (int i = 0; i < ns; i++)
             fprintf(e->metrics, "\t%.6f", pa->base_shift[i]);
     }
+    if (has_val(e)) fprintf(e->metrics, "\t%.6f", pa->val);
     fprintf(e->metrics, "\n");
     fflush(e->metrics);
 }
@@ -439,15 +449,18 @@ static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, con
 
 /* Evaluation as independent tasks (sim/fanout.h): first the global model's test set in chunks
  * of the evaluation batch, then every client's personalized accuracy on its own split, then on
- * its split under each nonzero eval.shift. Each writes three numbers: a chunk its correct count
- * and loss·B (summed afterwards in chunk order, exactly as nn_evaluate sums), a client its
- * accuracy, its model's density and its accuracy by the base evaluation (NaN without one). */
+ * its split under each nonzero eval.shift, then on its validation split (has_val). Each writes
+ * three numbers: a chunk its correct count and loss·B (summed afterwards in chunk order, exactly
+ * as nn_evaluate sums), a client its accuracy (NaN on an empty validation split), its model's
+ * density and its accuracy by the base evaluation (NaN without one, and on validation). */
+enum { VAL_TASK = -2 }; /* eval_tasks.shift of a client's validation task */
+
 typedef struct eval_tasks {
     sim_engine *e;
     int nt, n_chunks; /* global: samples evaluated, chunks of them */
     int n_pers;       /* personalized tasks */
     int32_t *client;  /* of personalized task k */
-    int *shift;       /* its eval.shift index, -1 for the client's own split */
+    int *shift;       /* its eval.shift index, -1 for the client's own split, VAL_TASK */
     int holds_global; /* this process's eval model holds the global model */
 } eval_tasks;
 
@@ -473,6 +486,12 @@ static void eval_task(void *ctx, int i, void *out)
     int32_t c = t->client[k];
     t->holds_global = 0;
     const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
+    if (sh == VAL_TASK) {
+        int n = env->part->n_val[c];
+        o[0] = n ? client_accuracy(e, c, src, env->part->val_idx[c], n, &o[1], 0) : NAN;
+        o[2] = NAN;
+        return;
+    }
     const int32_t *idx =
             sh < 0 ? env->part->test_idx[c] : e->shift_idx[(size_t)sh * (size_t)e->n + (size_t)c];
     o[0] = client_accuracy(e, c, src, idx, env->part->n_test[c], &o[1], 0);
@@ -509,7 +528,7 @@ static void evaluate(sim_engine *e)
     e->eval_round = e->round;
     log_event(e, SIM_EV_EVALUATE, -1, 0, 0);
     double density = NAN;
-    pers_acc pa = {NAN, NAN, NAN, {0}, NAN, NAN, {0}};
+    pers_acc pa = {NAN, NAN, NAN, {0}, NAN, NAN, {0}, NAN};
     for (int i = 0; i < SIM_MAX_SHIFTS; i++)
         pa.shift[i] = pa.base_shift[i] = NAN;
     if (env->cost_only) {
@@ -526,19 +545,21 @@ static void evaluate(sim_engine *e)
                        : env->test->n;
         t.n_chunks = (t.nt + m->max_batch - 1) / m->max_batch;
     }
-    /* a client's tasks are consecutive (its own split, then each nonzero shift), so an
-     * algorithm that prepares a client's model once (FedAvg-FT's fine-tuning) can reuse it */
-    int ns = e->spec.eval.n_shift, k = 0, per = 1;
+    /* a client's tasks are consecutive (its own split, each nonzero shift, its validation
+     * split), so an algorithm that prepares a client's model once (FedAvg-FT's fine-tuning) can
+     * reuse it */
+    int ns = e->spec.eval.n_shift, k = 0, per = 1 + has_val(e);
     for (int sh = 0; sh < ns; sh++)
         per += e->spec.eval.shift[sh] != 0;
     if (e->spec.eval.personalized && env->part->n_test) {
         t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)per);
         t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)per);
         for (int32_t c = 0; c < e->n; c++)
-            for (int sh = -1; sh < ns && env->part->n_test[c] > 0; sh++)
-                if (sh < 0 || e->spec.eval.shift[sh] != 0) {
+            for (int sh = -1; sh <= ns && env->part->n_test[c] > 0; sh++)
+                if (sh < 0 || (sh < ns && e->spec.eval.shift[sh] != 0) ||
+                    (sh == ns && has_val(e))) {
                     t.client[t.n_pers] = c;
-                    t.shift[t.n_pers++] = sh;
+                    t.shift[t.n_pers++] = sh == ns ? VAL_TASK : sh;
                     k += sh < 0;
                 }
     }
@@ -573,6 +594,13 @@ static void evaluate(sim_engine *e)
         if (has_base(e))
             pers_stats(r + 2, k, per, ns, e->spec.eval.shift, &pa.base_mean, &pa.base_p10,
                        pa.base_shift);
+        if (has_val(e)) { /* each client's last task; the mean over those with a split */
+            double sv = 0;
+            int nv = 0;
+            for (int i = 0; i < k; i++)
+                if (!isnan(r[3 * (i * per + per - 1)])) sv += r[3 * (i * per + per - 1)], nv++;
+            pa.val = nv ? sv / nv : NAN;
+        }
     }
     free(o);
     free(t.client);
@@ -1566,6 +1594,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
             for (int i = 0; i < spec->eval.n_shift; i++)
                 fprintf(e->metrics, "\tacc_base_shift_%g", spec->eval.shift[i]);
         }
+        if (has_val(e)) fprintf(e->metrics, "\tacc_val_mean");
         fprintf(e->metrics, "\n");
         fflush(e->metrics); /* the columns, for readers of a run going on (plots, summary) */
     }

@@ -94,7 +94,9 @@ static const char usage[] =
         "  summary RUN_DIR... [--target ACC] [--acc KIND]\n"
         "             one row per run (final and best accuracy, the round, simulated time and\n"
         "             bytes at which it first reached ACC [0.7], the run's bytes and client\n"
-        "             FLOPs, the round of its best accuracy), then per group of runs whose\n"
+        "             FLOPs, the round of its best accuracy, and with partition.local_val\n"
+        "             the accuracy at the evaluation with the best validation accuracy and\n"
+        "             its round), then per group of runs whose\n"
         "             folders differ only in a trailing -SEED or, for sweep points, a seed=N\n"
         "             item (--vary seed=1,2,3): mean ± std over the runs of final accuracy\n"
         "             and, over those that reached ACC, rounds, time and bytes to it. By\n"
@@ -993,8 +995,9 @@ static int cmd_summary(int argc, char **argv)
             int l = (int)strlen(label[r]), lg = (int)strlen(group[r]);
             w = l > w ? l : w, gw = lg > gw ? lg : gw;
         }
-        printf("%-*s %8s %8s %8s %14s %14s %14s %12s %10s\n", w, "run", "final", "best", "rounds",
-               "time_s", "bytes", "bytes_total", "flops_total", "best_round");
+        printf("%-*s %8s %8s %8s %14s %14s %14s %12s %10s %8s %9s\n", w, "run", "final", "best",
+               "rounds", "time_s", "bytes", "bytes_total", "flops_total", "best_round", "at_val",
+               "val_round");
         for (int r = 0; r < n; r++) {
             double best = NAN, best_round = NAN, rd, ts, bs; /* the first round at its best */
             for (int i = 0; i < m[r].n; i++)
@@ -1007,10 +1010,17 @@ static int cmd_summary(int argc, char **argv)
                 snprintf(c2, sizeof c2, "%.3f", ts);
                 snprintf(c3, sizeof c3, "%.0f", bs);
             }
-            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g %10.0f\n", w, label[r],
+            /* the accuracy at the evaluation with the best validation accuracy, and its round */
+            int bv = plot_metrics_best_val(&m[r]);
+            char c4[32] = "-", c5[32] = "-";
+            if (bv >= 0) {
+                snprintf(c4, sizeof c4, "%.4f", plot_metrics_acc(&m[r], bv));
+                snprintf(c5, sizeof c5, "%.0f", m[r].round[bv]);
+            }
+            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g %10.0f %8s %9s\n", w, label[r],
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
                    m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0,
-                   best_round);
+                   best_round, c4, c5);
         }
         /* groups: runs whose folders differ only in their seed (group_of) */
         printf("\n%-*s %5s %22s %22s %22s %26s\n", gw, "group", "runs", "final", "rounds (reached)",

@@ -371,7 +371,7 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
     char pre[64];
     section s = sub(root, "partition", pre, sizeof pre);
     int rc = need_map(&s, "partition", err), scheme = 0, clients, min_size, shards, from_train;
-    double alpha, local_test;
+    double alpha, local_test, local_val;
     if (rc || (rc = get_choice(&s, "scheme", SCHEMES, natural ? 3 : 0, &scheme, err))) return rc;
     uint64_t seed = sc->spec.seed;
     switch (scheme) {
@@ -404,7 +404,8 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
             return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
                                  "scheme: sizes has no data to train on; it needs cost_only: true");
         if ((rc = sizes_partition(sc, &s, err)) ||
-            (rc = get_double(&s, "local_test", 0, 0, 0, &local_test, err)))
+            (rc = get_double(&s, "local_test", 0, 0, 0, &local_test, err)) ||
+            (rc = get_double(&s, "local_val", 0, 0, 0, &local_val, err)))
             return rc;
         return get_bool(&s, "local_test_from_train", 0, &from_train, err);
     case 6:
@@ -419,11 +420,19 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
     }
     if (rc) return rc;
     if ((rc = get_double(&s, "local_test", 0, 0.9, 0.2, &local_test, err)) ||
-        (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)))
+        (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)) ||
+        (rc = get_double(&s, "local_val", 0, 0.9, 0, &local_val, err)))
         return rc;
+    if (local_val > 0 && !(local_test > 0))
+        return sim_yaml_fail(sim_yaml_get(s.map, "local_val"), err,
+                             "local_val is a share of each client's local test split, and "
+                             "local_test is 0: there is none");
     if (local_test > 0)
         rc = nn_partition_local_test(&sc->part, &sc->train, &sc->test, local_test, from_train, seed,
                                      err);
+    if (!rc && local_val > 0)
+        rc = nn_partition_local_val(&sc->part, from_train ? &sc->train : &sc->test, local_val, seed,
+                                    err);
     return rc;
 }
 
@@ -1041,6 +1050,10 @@ int sim_scenario_digest(const sim_scenario *sc, uint64_t *text, uint64_t *env, s
     for (int k = 0; k < p->n_clients; k++) {
         h = fold(h, p->idx[k], sizeof(int32_t) * (size_t)p->n[k]);
         if (p->n_test[k]) h = fold(h, p->test_idx[k], sizeof(int32_t) * (size_t)p->n_test[k]);
+    }
+    for (int k = 0; p->val_idx && k < p->n_clients; k++) { /* none: the hash it had before */
+        h = fold(h, &p->n_val[k], sizeof(int));
+        if (p->n_val[k]) h = fold(h, p->val_idx[k], sizeof(int32_t) * (size_t)p->n_val[k]);
     }
     if (sc->capacity) h = fold(h, sc->capacity, sizeof(double) * (size_t)p->n_clients);
     *env = h;

@@ -342,6 +342,38 @@ int main(void)
     /* 4 classes: chance is 0.25; trained runs reach 0.52-0.6+ over the initializations tried */
     CHECK_MSG(acc > 0.45 && acc > acc0 + 0.1, "accuracy %.3f (untrained %.3f)", acc, acc0);
 
+    /* With validation splits (partition.local_val) a client trains on all its samples and picks
+     * α on its validation split; without, it holds out val = 10% of them. Cost-only prices both
+     * the same as the real job (the α grid's forward passes over the split chosen on). */
+    {
+        nn_partition vp;
+        CHECK(nn_partition_iid(&vp, &train, 4, 3, &err) == SIM_OK);
+        CHECK(nn_partition_local_test(&vp, &train, &test, 0.5, 0, 3, &err) == SIM_OK);
+        CHECK(nn_partition_local_val(&vp, &test, 0.5, 3, &err) == SIM_OK);
+        fl_env ve = env, co;
+        ve.part = &vp;
+        for (int with = 0; with < 2; with++) {
+            fl_result rj, rc;
+            const fl_env *je = with ? &ve : &env;
+            test_job(&fl_pa3dfl, je, s, 1, 10, NULL, 0, &rj, &w);
+            int n = je->part->n[1], held = with ? 0 : (int)lround(0.1 * n);
+            CHECK_MSG(rj.cost.samples == cfg.local_epochs * (n - held), "trained on %g of %d",
+                      rj.cost.samples / cfg.local_epochs, n);
+            co = *je;
+            co.cost_only = 1;
+            fl_job j = {1, 10, NULL, 0, NULL, 0, (uint64_t)1 << 32 | 10u};
+            fl_result_init(&rc);
+            CHECK(fl_pa3dfl.client_train(&co, &j, &w, &rc, &err) == SIM_OK);
+            CHECK_MSG(rc.cost.flops == rj.cost.flops,
+                      "with a validation split %d: cost-only %g, "
+                      "real %g",
+                      with, rc.cost.flops, rj.cost.flops);
+            fl_result_destroy(&rj);
+            fl_result_destroy(&rc);
+        }
+        nn_partition_destroy(&vp);
+    }
+
     /* Eq. 6: the general factors become the plain mean of what the clients sent */
     {
         fl_result r0, r1;

@@ -525,6 +525,77 @@ static void test_local_test(void)
     nn_dataset_destroy(&te);
 }
 
+/* A validation split comes out of the local test split: the two are disjoint, together the
+ * old split, the validation share per class within one sample of frac; training is untouched;
+ * the same seed draws it again, another seed another; a new local test split drops it and
+ * gives its held-out samples back to training. */
+static void test_local_val(void)
+{
+    int pc[5] = {200, 400, 600, 800, 1000};
+    nn_dataset tr = make_labels(5, pc);
+    nn_partition p, q;
+    sim_err e = {0};
+    CHECK_EQ_I64(nn_partition_dirichlet(&p, &tr, 10, 0.5, 20, 12, &e), SIM_OK);
+    int K = p.n_clients, *n0 = malloc((size_t)K * sizeof *n0);
+    for (int k = 0; k < K; k++)
+        n0[k] = p.n[k];
+    CHECK_EQ_I64(nn_partition_local_val(&p, &tr, 0.5, 5, &e), SIM_EINVAL); /* no test split */
+    CHECK(strstr(e.msg, "no local test splits") != NULL);
+    CHECK_EQ_I64(nn_partition_local_test(&p, &tr, NULL, 0.2, 1, 5, &e), SIM_OK);
+    CHECK_EQ_I64(nn_partition_dirichlet(&q, &tr, 10, 0.5, 20, 12, &e), SIM_OK);
+    CHECK_EQ_I64(nn_partition_local_test(&q, &tr, NULL, 0.2, 1, 5, &e), SIM_OK);
+    CHECK_EQ_I64(nn_partition_local_val(&p, &tr, 1.0, 5, &e), SIM_EINVAL);
+    CHECK(p.val_idx == NULL);
+    CHECK_EQ_I64(nn_partition_local_val(&p, &tr, 0.5, 5, &e), SIM_OK);
+    for (int k = 0; k < K; k++) {
+        int n = q.n_test[k], *mark = calloc((size_t)tr.n, sizeof *mark), bad = 0;
+        int cv[5] = {0}, ct[5] = {0};
+        CHECK_EQ_I64(p.n_val[k], (int)floor(0.5 * n + 0.5));
+        CHECK_EQ_I64(p.n_val[k] + p.n_test[k], n);
+        CHECK(p.n[k] == q.n[k] && !memcmp(p.idx[k], q.idx[k], sizeof(int32_t) * (size_t)q.n[k]));
+        for (int i = 0; i < n; i++)
+            mark[q.test_idx[k][i]] = 1, ct[tr.y[q.test_idx[k][i]]]++;
+        for (int i = 0; i < p.n_val[k]; i++) {
+            bad += mark[p.val_idx[k][i]]++ != 1; /* in the old split, once */
+            cv[tr.y[p.val_idx[k][i]]]++;
+            bad += i > 0 && p.val_idx[k][i] <= p.val_idx[k][i - 1];
+        }
+        for (int i = 0; i < p.n_test[k]; i++) {
+            bad += mark[p.test_idx[k][i]]++ != 1;
+            bad += i > 0 && p.test_idx[k][i] <= p.test_idx[k][i - 1];
+        }
+        for (int c = 0; c < 5; c++)
+            bad += fabs(cv[c] - 0.5 * ct[c]) >= 1.0;
+        CHECK_MSG(bad == 0, "client %d: %d misplaced samples or classes off", k, bad);
+        free(mark);
+    }
+    nn_partition r;
+    CHECK_EQ_I64(nn_partition_dirichlet(&r, &tr, 10, 0.5, 20, 12, &e), SIM_OK);
+    CHECK_EQ_I64(nn_partition_local_test(&r, &tr, NULL, 0.2, 1, 5, &e), SIM_OK);
+    CHECK_EQ_I64(nn_partition_local_val(&r, &tr, 0.5, 5, &e), SIM_OK);
+    int same = same_partition(&p, &r), other = 0;
+    for (int k = 0; k < K; k++)
+        same &= r.n_val[k] == p.n_val[k] &&
+                !memcmp(r.val_idx[k], p.val_idx[k], sizeof(int32_t) * (size_t)p.n_val[k]);
+    CHECK(same);
+    CHECK_EQ_I64(nn_partition_local_val(&r, &tr, 0.5, 6, &e), SIM_OK); /* redrawn: all back first */
+    for (int k = 0; k < K; k++)
+        other |= r.n_val[k] != p.n_val[k] ||
+                 memcmp(r.val_idx[k], p.val_idx[k], sizeof(int32_t) * (size_t)p.n_val[k]);
+    CHECK(other);
+    /* a new holdout split: the validation samples go back to training first */
+    CHECK_EQ_I64(nn_partition_local_test(&p, &tr, NULL, 0.1, 1, 5, &e), SIM_OK);
+    CHECK(p.val_idx == NULL && p.n_val == NULL);
+    check_cover(&p, tr.n, 0, "holdout after validation");
+    for (int k = 0; k < K; k++)
+        CHECK_EQ_I64(p.n[k] + p.n_test[k], n0[k]);
+    free(n0);
+    nn_partition_destroy(&p);
+    nn_partition_destroy(&q);
+    nn_partition_destroy(&r);
+    nn_dataset_destroy(&tr);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* keep FAIL lines even if LeakSanitizer ends the run */
@@ -540,6 +611,7 @@ int main(void)
     test_natural();
     test_file();
     test_local_test();
+    test_local_val();
     CHECK_MSG(rmdir(tmpdir) == 0, "temp dir %s not empty", tmpdir);
     return CHECK_DONE();
 }

@@ -247,6 +247,25 @@ static void test_summary_groups(void)
     CHECK_MSG(token_after(pt, "/peak", 0) == 0.75 && token_after(pt, "/peak", 1) == 0.8 &&
                       token_after(pt, "/peak", 7) == 20,
               "summary: final 0.75, best 0.8 first at round 20: %s", pt ? pt : "");
+    CHECK_MSG(isnan(token_after(pt, "/peak", 8)), "summary: no at_val without acc_val_mean");
+    free(pt);
+    /* at_val: the accuracy at the first evaluation with the best validation accuracy (round 30,
+     * tied at round 50), which is neither the best nor the final one */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/vpeak && printf '# fedsim run vpeak seed=1 algorithm=fedavg clients=2\\n"
+             "round\\tsim_time_s\\tbytes_up\\tbytes_down\\tclient_flops\\tacc_global\\t"
+             "acc_pers_mean\\tacc_val_mean\\n"
+             "10\\t1\\t1\\t1\\t1\\t0.1\\t0.5\\t0.6\\n20\\t2\\t2\\t2\\t2\\t0.1\\t0.8\\t0.7\\n"
+             "30\\t3\\t3\\t3\\t3\\t0.1\\t0.7\\t0.9\\n40\\t4\\t4\\t4\\t4\\t0.1\\t0.8\\t0.85\\n"
+             "50\\t5\\t5\\t5\\t5\\t0.1\\t0.75\\t0.9\\n' >%s/vpeak/metrics.tsv && "
+             "%s summary %s/vpeak --acc personalized >%s/vpeak.txt",
+             dir, dir, bin, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(p, sizeof p, "%s/vpeak.txt", dir);
+    pt = test_slurp(p, &len);
+    CHECK_MSG(token_after(pt, "/vpeak", 1) == 0.8 && token_after(pt, "/vpeak", 8) == 0.7 &&
+                      token_after(pt, "/vpeak", 9) == 30,
+              "summary: at_val 0.7 at round 30 (best 0.8): %s", pt ? pt : "");
     free(pt);
     free(t);
 }

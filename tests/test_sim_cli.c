@@ -92,6 +92,11 @@ static void test_bad(void)
              "bad.yaml:6:62: persistent_momentum: ditto restarts its momentum every job"},
             {"name: fedavg", "name: fedavg, persistent_momentum: true",
              "persistent_momentum: true needs momentum > 0"},
+            {"clients: 4}", "clients: 4, local_test: 0, local_val: 0.5}",
+             "bad.yaml:4:64: local_val is a share of each client's local test split, and "
+             "local_test is 0"},
+            {"clients: 4}", "clients: 4, local_val: 1}",
+             "bad.yaml:4:49: local_val: 1 is out of range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);

@@ -2,6 +2,8 @@
  * exact event times and bytes for a fixed device, determinism, selection, over-commit, deadline,
  * a client going offline mid-job, memory exclusion and async staleness. Each rule's test fails
  * if the rule is broken. Scenarios are small YAML files written to a temporary folder. */
+#include "algos/algo.h"
+#include "nn/train.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
 #include "tests/check.h"
@@ -476,6 +478,42 @@ static void test_staleness_weights(void)
     CHECK_NEAR(sim_staleness_weight(&f, 6), 1.0 / 5, 1e-15); /* 1/(2·(6−4)+1) */
 }
 
+/* The column named name of the last row of OUT/metrics.tsv (NaN without it). */
+static double last_metric(const char *out, const char *name)
+{
+    char p[200], line[1024], head[1024] = "", row[1024] = "";
+    snprintf(p, sizeof p, "%s/metrics.tsv", out);
+    FILE *f = fopen(p, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "round\t", 6))
+            snprintf(head, sizeof head, "%s", line);
+        else if (line[0] != '#')
+            snprintf(row, sizeof row, "%s", line);
+    if (f) fclose(f);
+    size_t len = strlen(name);
+    for (const char *h = head, *v = row; *h;) {
+        if (!strncmp(h, name, len) && (h[len] == '\t' || h[len] == '\n')) return atof(v);
+        h = strchr(h, '\t') ? strchr(h, '\t') + 1 : "";
+        v = strchr(v, '\t') ? strchr(v, '\t') + 1 : "";
+    }
+    return NAN;
+}
+
+/* Run the scenario file at path into DIR/name (a new folder); sc stays loaded for the caller. */
+static void run_into(sim_scenario *sc, const char *path, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", dir, name);
+    sim_err err = {0};
+    CHECK(sim_scenario_load(sc, path, NULL, 0, &err) == SIM_OK);
+    sc->spec.out_dir = out;
+    sc->spec.quiet = 1;
+    CHECK(mkdir(out, 0755) == 0);
+    sim_engine *e;
+    CHECK(sim_engine_new(&e, &sc->spec, &err) == SIM_OK);
+    CHECK(sim_engine_run(e, &err) == SIM_OK);
+    sim_engine_free(e);
+}
+
 /* metrics.tsv's personalized columns on the tiny scenario (Dirichlet: clients' test splits of
  * unequal sizes), against clients.tsv's final accuracies: acc_pers_mean is their plain mean,
  * acc_pers_pooled their mean weighted by each client's test split (all samples pooled). */
@@ -490,17 +528,8 @@ static void test_pooled_accuracy(void)
                                                  "federation: {per_round: 4}\n"
                                                  "eval: {every: 1, personalized: true}\n");
     char out[128], p[160];
-    snprintf(out, sizeof out, "%s/pooled-out", dir);
     sim_scenario sc;
-    sim_err err = {0};
-    CHECK(sim_scenario_load(&sc, path, NULL, 0, &err) == SIM_OK);
-    sc.spec.out_dir = out;
-    sc.spec.quiet = 1;
-    CHECK(mkdir(out, 0755) == 0);
-    sim_engine *e;
-    CHECK(sim_engine_new(&e, &sc.spec, &err) == SIM_OK);
-    CHECK(sim_engine_run(e, &err) == SIM_OK);
-    sim_engine_free(e);
+    run_into(&sc, path, "pooled-out", out, sizeof out);
     const nn_partition *part = sc.spec.env.part;
     double mean = 0, hit = 0, all = 0, acc;
     int c, k = 0, unequal = 0;
@@ -517,30 +546,58 @@ static void test_pooled_accuracy(void)
     }
     if (f) fclose(f);
     CHECK_MSG(k == 8 && unequal, "8 clients with test splits of unequal sizes (%d)", k);
-    snprintf(p, sizeof p, "%s/metrics.tsv", out);
-    f = fopen(p, "r");
-    char head[512] = "", row[512] = "";
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "round\t", 6))
-            snprintf(head, sizeof head, "%s", line);
-        else if (line[0] != '#')
-            snprintf(row, sizeof row, "%s", line);
-    if (f) fclose(f);
-    double col[2] = {NAN, NAN};
-    const char *want[2] = {"acc_pers_mean", "acc_pers_pooled"};
-    for (int w = 0; w < 2; w++) {
-        const char *h = head, *v = row;
-        while (*h && strncmp(h, want[w], strlen(want[w])) != 0) {
-            h = strchr(h, '\t') ? strchr(h, '\t') + 1 : "";
-            v = strchr(v, '\t') ? strchr(v, '\t') + 1 : "";
-        }
-        if (*h) col[w] = atof(v);
-    }
+    double col[2] = {last_metric(out, "acc_pers_mean"), last_metric(out, "acc_pers_pooled")};
     CHECK_MSG(fabs(col[0] - mean / 8) < 2e-6 && fabs(col[1] - hit / all) < 2e-6 &&
                       fabs(col[0] - col[1]) > 1e-4,
               "acc_pers_mean %.6f = mean %.6f; acc_pers_pooled %.6f = weighted %.6f", col[0],
               mean / 8, col[1], hit / all);
     sim_scenario_destroy(&sc);
+}
+
+/* partition.local_val: clients are tested on what the validation split leaves of their local
+ * split and validated on the rest. At lr 0 every client's model stays the initial one, so both
+ * means are recomputed here from the initial weights, client by client; without the key there
+ * is no acc_val_mean column. */
+static void test_validation_split(void)
+{
+    const char *text = "name: val\nseed: 7\nrounds: 2\n"
+                       "dataset: {name: synth-pews-3.2k}\n"
+                       "partition: {scheme: dirichlet, clients: 8, alpha: 0.5, min_size: 20, "
+                       "local_test: 0.3, local_val: 0.5}\nmodel: fedpews-mlp\n"
+                       "algorithm: {name: fedavg, batch_size: 32, lr: 0}\n"
+                       "federation: {per_round: 4}\neval: {every: 1, personalized: true}\n";
+    char out[128];
+    sim_scenario sc;
+    run_into(&sc, write_file("val.yaml", text), "val-out", out, sizeof out);
+    const fl_env *env = &sc.spec.env;
+    const nn_partition *part = env->part;
+    nn_model m;
+    nn_model_init(&m, env->arch, 64);
+    fl_init_params(&m, env);
+    const nn_dataset *d = part->test_from_train ? env->train : env->test;
+    double val = 0, test = 0;
+    int split = 1;
+    for (int c = 0; c < part->n_clients; c++) {
+        split &= part->n_val[c] > 0 && part->n_test[c] > 0;
+        val += nn_evaluate(&m, d, part->val_idx[c], part->n_val[c], NULL);
+        test += nn_evaluate(&m, d, part->test_idx[c], part->n_test[c], NULL);
+    }
+    val /= part->n_clients, test /= part->n_clients;
+    double got_val = last_metric(out, "acc_val_mean"), got_test = last_metric(out, "acc_pers_mean");
+    CHECK_MSG(split && fabs(got_val - val) < 2e-6 && fabs(got_test - test) < 2e-6 &&
+                      fabs(val - test) > 1e-4,
+              "acc_val_mean %.6f = %.6f, acc_pers_mean %.6f = %.6f (they differ)", got_val, val,
+              got_test, test);
+    nn_model_destroy(&m);
+    sim_scenario_destroy(&sc);
+
+    sim_scenario plain;
+    char *cut = strstr(text, ", local_val: 0.5"), buf[600];
+    snprintf(buf, sizeof buf, "%.*s%s", (int)(cut - text), text, cut + strlen(", local_val: 0.5"));
+    run_into(&plain, write_file("noval.yaml", buf), "noval-out", out, sizeof out);
+    CHECK(plain.spec.env.part->val_idx == NULL);
+    CHECK(isnan(last_metric(out, "acc_val_mean")) && !isnan(last_metric(out, "acc_pers_mean")));
+    sim_scenario_destroy(&plain);
 }
 
 int main(void)
@@ -564,6 +621,7 @@ int main(void)
     test_max_time_no_second_evaluation();
     test_paths_resolved();
     test_pooled_accuracy();
+    test_validation_split();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
