@@ -8,7 +8,8 @@
  *
  * FjORD (ordered dropout, as spec 004's baseline table has it: kd on, dp = 1/16) receives and
  * sends the sub-model of its widest width p_i, and every local step also draws a nested width p:
- * a grid width up to p_i (or, with one width for all, uniform in [min, max]). With `width.kd`
+ * a grid width below p_i, as the released code of Pa3dFL's Table 1 draws it (p_i itself when it
+ * is the narrowest; with one width for all, uniform in [min, max]). With `width.kd`
  * (the default) the step trains the widest model on the labels and the p-wide one on the widest
  * one's softened outputs (self-distillation: loss CE(full) + CE(sub, softmax(full)), gradients
  * summed, one SGD step); without, it trains the p-wide model alone. Each step's FLOPs are those
@@ -71,14 +72,14 @@ double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r)
 {
     double u = sim_rng_uniform(r);
     if (!w->by_capacity) return w->min + (w->max - w->min) * u;
-    if (w->halving) { /* the halvings from top down to step */
-        int levels = 1;
-        while (top / (1 << levels) >= w->step * (1 - 1e-9))
+    if (w->halving) { /* the halvings of top down to step */
+        int levels = 0;
+        while (top / (2 << levels) >= w->step * (1 - 1e-9))
             levels++;
-        return top / (1 << (int)(u * levels));
+        return levels ? top / (2 << (int)(u * levels)) : top;
     }
-    int k = (int)floor(top / w->step + 1e-9); /* the multiples of step up to top */
-    return w->step * (1 + (int)(u * k));
+    int k = (int)floor(top / w->step + 1e-9) - 1; /* the multiples of step below top */
+    return k > 0 ? w->step * (1 + (int)(u * k)) : top;
 }
 
 /* FedRolex's window starts at channel round mod C of every layer; the others at channel 0. */

@@ -720,6 +720,15 @@ static int cmd_check(int argc, char **argv)
     printf("\n# model %s: %zu parameters; a job of %.0f samples (%d steps of %d) executes %.3g "
            "FLOPs; a dense message is %s; training needs %s\n",
            sc.model, sc.arch.layout.n_params, avg, steps, B, flops, ms, mm);
+    /* the clients' own splits: what they train on, are tested on and validate on, on average */
+    double nt = 0, nv = 0;
+    for (int c = 0; c < n; c++) {
+        nt += sc.part.n_test ? sc.part.n_test[c] : 0;
+        nv += sc.part.n_val ? sc.part.n_val[c] : 0;
+    }
+    printf("# a client's samples, on average: %.1f to train on, %.1f to test on (its local test "
+           "split), %.1f to validate on\n",
+           avg, nt / n, nv / n);
     /* what the clients' capacities make of the model, for algorithms that size it by client */
     double rlo = 1, rhi = 0, rsum = 0, wlo = 1, whi = 0, wsum = 0;
     for (int c = 0; c < n && sc.spec.algo->client_width; c++) {

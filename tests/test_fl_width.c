@@ -272,7 +272,7 @@ int main(void)
     CHECK(fl_width_for(&wg, 0.01) == 0.0625 && fl_width_for(&wg, 1e-6) == 0.0625);
 
     /* FjORD by capacity: the client's widest grid width travels, and every draw is a grid width
-     * no wider than it, each one drawn */
+     * narrower than it (the narrowest client's: its own), each one drawn */
     double capacity[4] = {0.3, 1, 0.05, 0.6};
     env.capacity = capacity;
     cfg.width = (fl_width_config){.by_capacity = 1, .step = 0.25, .eval = 1, .kd = 1};
@@ -290,13 +290,21 @@ int main(void)
             double p = fl_fjord_draw(&cfg.width, top, &dr);
             int k = (int)lround(p / 0.25);
             off_grid += k < 1 || k > 4 || fabs(p - 0.25 * k) > 1e-12;
-            too_wide += p > top + 1e-12;
+            too_wide += top > 0.25 ? p > top - 1e-12 : p != top;
             if (k >= 1 && k <= 4) seen[k]++;
         }
     }
-    CHECK_MSG(off_grid == 0 && too_wide == 0, "%d draws off the grid, %d above the capacity",
+    CHECK_MSG(off_grid == 0 && too_wide == 0, "%d draws off the grid, %d not below the top",
               off_grid, too_wide);
-    CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0 && seen[4] > 0); /* 0.25 … 1 all drawn */
+    CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0 && seen[4] == 0); /* 0.25 … 0.75 drawn */
+    /* HeteroFL's halvings: below top, down to the step */
+    fl_width_config wh = {.by_capacity = 1, .halving = 1, .step = 1.0 / 16};
+    int halvings = 1;
+    for (int d = 0; d < 40; d++) {
+        double p = fl_fjord_draw(&wh, 0.5, &dr);
+        halvings &= p == 0.25 || p == 0.125 || p == 0.0625;
+    }
+    CHECK(halvings && fl_fjord_draw(&wh, 0.0625, &dr) == 0.0625);
     fl_fjord.server_free(sj);
 
     /* LocalOnly by capacity (Pa3dFL's Table 1 baseline): each client trains its own width's

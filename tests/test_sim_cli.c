@@ -9,6 +9,7 @@
 #include "tests/check.h"
 #include "tests/files.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -368,6 +369,22 @@ int main(void)
     CHECK_MSG(txt && strstr(txt, "capacity r_i: 0.125 … 1, mean 0.562; models trained 0.25 … 1"),
               "fedsim check: %s", txt ? strstr(txt, "# capacity") : "(nothing)");
     free(txt);
+    /* and what a client trains, is tested and validates on: half its local split validates */
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s check scenarios/tiny.yaml %s | grep '^# a client' > %s", bin,
+                 k ? "--set partition.local_val=0.5" : "", opts);
+        CHECK(system(cmd) == 0);
+        txt = test_slurp(opts, &len);
+        double tr = 0, t = -1, v = -1;
+        int got = txt ? sscanf(txt,
+                               "# a client's samples, on average: %lf to train on, %lf to test on "
+                               "(its local test split), %lf",
+                               &tr, &t, &v)
+                      : 0;
+        CHECK_MSG(got == 3 && tr > 0 && t > 0 && (k ? v > 0 && fabs(v - t) <= 1 : v == 0),
+                  "fedsim check, splits: %s", txt ? txt : "(nothing)");
+        free(txt);
+    }
     /* and which clients' devices hold the model each trains: with 110 kB, three of the four fast
      * clients' (the run then excludes the fourth, test_sim_engine) */
     snprintf(cmd, sizeof cmd,
