@@ -241,7 +241,7 @@ typedef struct fl_algo {
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
         fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
-        fl_fedper, fl_lgfedavg, fl_ditto, fl_pa3dfl;
+        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_pa3dfl;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 
@@ -292,6 +292,14 @@ double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r);
 double fl_width_for(const fl_width_config *w, double r);
 /* fl_width_for at client's capacity (1 when the scenario gives none). */
 double fl_capacity_width(const fl_env *env, int32_t client);
+
+/* One SGD step (opt: lr, momentum in m->mom, weight decay; no clipping) on m's last layer alone,
+ * a linear one, from the last forward's logits and features against labels y (B): the mean
+ * cross-entropy's gradient through the head only, the body untouched (FedRep's head epochs).
+ * Counts the head's backward in m->cost (the forward counted itself). */
+void fl_head_step(nn_model *m, const int32_t *y, int B, const nn_sgd *opt);
+/* The FLOPs fl_head_step adds for a batch of B. */
+double fl_head_step_flops(const nn_arch *a, int B);
 
 /* FedProx: add mu·(w − anchor) to the gradients of m's live parameters. */
 void fl_prox_grad(nn_model *m, double mu, const float *anchor);

@@ -2,6 +2,7 @@
  * model, the dense message's length and the local SGD loop a client job runs. */
 #include "algos/algo.h"
 
+#include "nn/ops.h"
 #include "nn/pack.h"
 #include "nn/train.h"
 
@@ -156,6 +157,40 @@ void fl_loop_finish(fl_loop *L, fl_result *res)
     res->loss = L->steps ? L->loss / L->steps : 0;
     res->steps = L->steps > INT32_MAX ? INT32_MAX : (int)L->steps;
     nn_batcher_destroy(&L->b);
+}
+
+double fl_head_step_flops(const nn_arch *a, int B)
+{
+    const nn_layer *l = &a->l[a->n - 1];
+    /* the logits' gradient, the weight's (B·K·d multiply-adds) and the bias's */
+    return 3.0 * B * l->oc + 2.0 * B * l->oc * l->c + (double)B * l->oc;
+}
+
+void fl_head_step(nn_model *m, const int32_t *y, int B, const nn_sgd *opt)
+{
+    const nn_arch *a = &m->arch;
+    const nn_layer *l = &a->l[a->n - 1];
+    int K = l->oc, d = l->c;
+    size_t ow = a->layout.t[l->wt].off, nw = (size_t)K * d, ob = 0;
+    float *dlog = sim_xmalloc(sizeof(float) * (size_t)B * K), *gw = m->grads + ow, *gb = NULL;
+    memset(gw, 0, sizeof(float) * nw);
+    if (l->bt >= 0) {
+        ob = a->layout.t[l->bt].off;
+        gb = m->grads + ob;
+        memset(gb, 0, sizeof(float) * (size_t)K);
+    }
+    nn_softmax_xent(dlog, m->logits, y, B, K);
+    nn_linear_backward(NULL, gw, d, gb, dlog, nn_model_features(m), m->params + ow, d, B, d, K);
+    for (int t = 0; t < 2; t++) { /* weight, then bias: v = μv + g + λw, w −= lr·v */
+        size_t off = t ? ob : ow, n = t ? (gb ? (size_t)K : 0) : nw;
+        for (size_t j = off; j < off + n; j++) {
+            float g = m->grads[j] + opt->weight_decay * m->params[j];
+            m->mom[j] = opt->momentum > 0 ? opt->momentum * m->mom[j] + g : g;
+            m->params[j] -= opt->lr * m->mom[j];
+        }
+    }
+    m->cost.flops += fl_head_step_flops(a, B);
+    free(dlog);
 }
 
 void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,

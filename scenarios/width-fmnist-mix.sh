@@ -11,11 +11,11 @@
 # 20 rounds on 2 cores.
 set -e
 cd "$(dirname "$0")/.."
-FEDSIM=./build/release/fedsim
+FEDSIM=${FEDSIM:-./build/release/fedsim} # FEDSIM=/path/to/fedsim: a fixed binary, no rebuild
 rounds=${1:-20}
 target=${2:-0.75}
 out=runs/width-fmnist-mix
-make --no-print-directory
+[ "$FEDSIM" != ./build/release/fedsim ] || make --no-print-directory
 mkdir -p "$out"
 dirs=""
 run() { # NAME SETTINGS...
@@ -30,6 +30,7 @@ run pa3dfl --set algorithm.name=pa3dfl
 run fjord --set algorithm.name=fjord
 run heterofl --set algorithm.name=heterofl
 run fedrolex
+# shellcheck disable=SC3043 # (a run named "local", not the keyword)
 run local --set algorithm.name=local
 run fedavg-weakest --set algorithm.name=fedavg --set model=pa3dfl-cnn@0.25
 run ditto-weakest --set algorithm.name=ditto --set model=pa3dfl-cnn@0.25

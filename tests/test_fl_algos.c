@@ -12,6 +12,7 @@
 #include "sim/rng.h"
 #include "tests/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,8 +255,8 @@ int main(void)
     /* FedPer and LG-FedAvg: the upload carries the shared part only (its encoded length is the
      * cost-only prediction), the personal part stays in private state and is what evaluation
      * uses for that client; the server's shared part moves, the personal one does not */
-    const fl_algo *splits[] = {&fl_fedper, &fl_lgfedavg};
-    for (int k = 0; k < 2; k++) {
+    const fl_algo *splits[] = {&fl_fedper, &fl_lgfedavg, &fl_fedrep};
+    for (int k = 0; k < 3; k++) {
         const fl_algo *a = splits[k];
         void *ss = a->server_new(&env, &err);
         fl_result rs, rcost;
@@ -264,6 +265,8 @@ int main(void)
         fl_result_init(&rcost);
         CHECK(a->client_train(&envc, &cj, &w, &rcost, &err) == SIM_OK);
         CHECK(rs.up_bytes == rs.up.size && rcost.up_bytes == rs.up.size);
+        CHECK_MSG(rcost.cost.flops == rs.cost.flops, "%s: cost-only %g FLOPs, real %g", a->name,
+                  rcost.cost.flops, rs.cost.flops);
         CHECK(rs.up.size < fl_dense_msg_bytes(&arch) && rs.priv.size > 0 &&
               a->job_down(ss, 2, 0, NULL) > 0);
         a->eval_params(ss, -1, NULL, 0, &g0); /* the initial model */
@@ -281,6 +284,56 @@ int main(void)
                   a->name, moved, mine);
         fl_result_destroy(&rs), fl_result_destroy(&rcost);
         a->server_free(ss);
+    }
+
+    /* FedRep: a head epoch is a forward and the head's backward, so a job costs about 4/3 of
+     * FedPer's (its body epochs are FedPer's); and the head step is the head's part of full
+     * backpropagation, leaving the body alone */
+    {
+        void *sp1 = fl_fedper.server_new(&env, &err), *sp2 = fl_fedrep.server_new(&env, &err);
+        fl_result rp1, rp2x;
+        train_job(&fl_fedper, &env, sp1, 2, &rp1, &w);
+        train_job(&fl_fedrep, &env, sp2, 2, &rp2x, &w);
+        double ratio = rp2x.cost.flops / rp1.cost.flops;
+        CHECK_MSG(ratio > 1.2 && ratio < 1.45, "FedRep / FedPer FLOPs %.3f", ratio);
+        fl_result_destroy(&rp1), fl_result_destroy(&rp2x);
+        fl_fedper.server_free(sp1), fl_fedrep.server_free(sp2);
+        nn_model hm, href;
+        nn_model_init(&hm, &arch, 16);
+        nn_model_init(&href, &arch, 16);
+        fl_init_params(&hm, &env);
+        memcpy(href.params, hm.params, nf * 4);
+        int HB = 16, f = nn_dataset_features(&train);
+        float *x = malloc(sizeof(float) * (size_t)(HB * f));
+        int32_t y[16];
+        for (int i = 0; i < HB; i++) {
+            memcpy(x + (size_t)i * f, train.x + (size_t)part.idx[0][i] * f, sizeof(float) * f);
+            y[i] = train.y[part.idx[0][i]];
+        }
+        nn_model_forward(&href, x, y, HB, 1);
+        nn_model_zero_grad(&href);
+        nn_model_backward(&href);
+        nn_model_forward(&hm, x, y, HB, 1);
+        double hbefore = hm.cost.flops;
+        nn_sgd hopt = {0.5f, 0, 0, 0};
+        fl_head_step(&hm, y, HB, &hopt);
+        const nn_layer *hl = &arch.l[arch.n - 1];
+        size_t h0 = arch.layout.t[hl->wt].off, hw = (size_t)hl->oc * hl->c;
+        size_t b0 = arch.layout.t[hl->bt].off, body = 0, off = 0;
+        double hworst = 0;
+        for (size_t j = 0; j < nf; j++) {
+            int in_head = (j >= h0 && j < h0 + hw) || (j >= b0 && j < b0 + (size_t)hl->oc);
+            if (in_head)
+                hworst = fmax(hworst, fabs(hm.params[j] - (href.params[j] - 0.5f * href.grads[j])));
+            else
+                body += hm.params[j] != href.params[j];
+            off += in_head;
+        }
+        CHECK_MSG(off == hw + (size_t)hl->oc && hworst < 1e-6 && body == 0,
+                  "head step: hworst %g off backprop's, %zu body parameters moved", hworst, body);
+        CHECK(hm.cost.flops - hbefore == fl_head_step_flops(&arch, HB));
+        free(x);
+        nn_model_destroy(&hm), nn_model_destroy(&href);
     }
 
     /* Ditto: twice FedAvg's FLOPs, the same upload, a personal model in private state */
