@@ -19,20 +19,21 @@
 
 #define DIRICHLET_TRIES 1000
 
+/* Frees K per-client index lists and their counts (either may be NULL). */
+static void free_lists(int32_t **lists, int *counts, int K)
+{
+    for (int k = 0; lists && k < K; k++)
+        free(lists[k]);
+    free(lists);
+    free(counts);
+}
+
 void nn_partition_destroy(nn_partition *p)
 {
     if (!p) return;
-    for (int k = 0; k < p->n_clients; k++) {
-        if (p->idx) free(p->idx[k]);
-        if (p->test_idx) free(p->test_idx[k]);
-        if (p->val_idx) free(p->val_idx[k]);
-    }
-    free(p->idx);
-    free(p->n);
-    free(p->test_idx);
-    free(p->n_test);
-    free(p->val_idx);
-    free(p->n_val);
+    free_lists(p->idx, p->n, p->n_clients);
+    free_lists(p->test_idx, p->n_test, p->n_clients);
+    free_lists(p->val_idx, p->n_val, p->n_clients);
     memset(p, 0, sizeof *p);
 }
 
@@ -548,17 +549,9 @@ int nn_partition_local_test(nn_partition *p, const nn_dataset *train, const nn_d
         qsort(new_test[k], (size_t)new_nt[k], sizeof **new_test, cmp_i32);
     }
 
-    for (int k = 0; k < K; k++) {
-        free(p->idx[k]);
-        free(p->test_idx[k]);
-        if (p->val_idx) free(p->val_idx[k]);
-    }
-    free(p->idx);
-    free(p->n);
-    free(p->test_idx);
-    free(p->n_test);
-    free(p->val_idx);
-    free(p->n_val);
+    free_lists(p->idx, p->n, K);
+    free_lists(p->test_idx, p->n_test, K);
+    free_lists(p->val_idx, p->n_val, K);
     p->val_idx = NULL;
     p->n_val = NULL;
     p->idx = new_idx;
@@ -619,14 +612,8 @@ int nn_partition_local_val(nn_partition *p, const nn_dataset *d, double frac, ui
         qsort(val[k], (size_t)nv[k], sizeof **val, cmp_i32);
         qsort(test[k], (size_t)nt[k], sizeof **test, cmp_i32);
     }
-    for (int k = 0; k < K; k++) {
-        free(p->test_idx[k]);
-        if (p->val_idx) free(p->val_idx[k]);
-    }
-    free(p->test_idx);
-    free(p->n_test);
-    free(p->val_idx);
-    free(p->n_val);
+    free_lists(p->test_idx, p->n_test, K);
+    free_lists(p->val_idx, p->n_val, K);
     p->test_idx = test;
     p->n_test = nt;
     p->val_idx = val;

@@ -554,14 +554,15 @@ static void evaluate(sim_engine *e)
     if (e->spec.eval.personalized && env->part->n_test) {
         t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)per);
         t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)per);
-        for (int32_t c = 0; c < e->n; c++)
-            for (int sh = -1; sh <= ns && env->part->n_test[c] > 0; sh++)
-                if (sh < 0 || (sh < ns && e->spec.eval.shift[sh] != 0) ||
-                    (sh == ns && has_val(e))) {
+        for (int32_t c = 0; c < e->n; c++) {
+            if (env->part->n_test[c] <= 0) continue;
+            for (int sh = -1; sh < ns + has_val(e); sh++)
+                if (sh < 0 || sh == ns || e->spec.eval.shift[sh] != 0) {
                     t.client[t.n_pers] = c;
                     t.shift[t.n_pers++] = sh == ns ? VAL_TASK : sh;
-                    k += sh < 0;
                 }
+            k++;
+        }
     }
     int n_tasks = t.n_chunks + t.n_pers;
     double *o = sim_xmalloc(sizeof(double) * 3 * (size_t)(n_tasks > 0 ? n_tasks : 1));
@@ -597,8 +598,10 @@ static void evaluate(sim_engine *e)
         if (has_val(e)) { /* each client's last task; the mean over those with a split */
             double sv = 0;
             int nv = 0;
-            for (int i = 0; i < k; i++)
-                if (!isnan(r[3 * (i * per + per - 1)])) sv += r[3 * (i * per + per - 1)], nv++;
+            for (int i = 0; i < k; i++) {
+                double acc = r[3 * (i * per + per - 1)];
+                if (!isnan(acc)) sv += acc, nv++;
+            }
             pa.val = nv ? sv / nv : NAN;
         }
     }
