@@ -138,6 +138,8 @@ typedef struct fl_config {
     fl_pfedgate_config pfedgate;
     fl_dmpfl_config dmpfl;
     double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
+    double apfl_alpha;   /* APFL's initial mixing weight α (`algorithm.apfl.alpha`) */
+    int apfl_adapt;      /* APFL learns α by gradient (1) or keeps it (`algorithm.apfl.adapt`) */
     int ft_epochs;       /* FedAvg-FT's fine-tuning epochs (`algorithm.finetune.epochs`) */
     fl_pa3dfl_config pa3dfl;
 } fl_config;
@@ -241,7 +243,7 @@ typedef struct fl_algo {
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
         fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
-        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_pa3dfl;
+        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_apfl, fl_pa3dfl;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

@@ -17,7 +17,7 @@
 #   dmpfl         DM-PFL, Dir(0.3) (spec 001, issue 9): DM-PFL+ (a DM-PFL+ run reports DM-PFL's
 #                 accuracy too, acc_base_*: same training), Ditto, FedPer, LG-FedAvg, FedAvg-FT,
 #                 the iter = 0 ablation, then the pathological split (2 classes a client: the
-#                 same methods); ~2.5 h a run; the report adds
+#                 same methods), then APFL on both splits; ~2.5 h a run; the report adds
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto and LG-FedAvg at the
@@ -111,12 +111,18 @@ dmpfl)
         --vary algorithm.dmpfl.iterations=0
     path="partition={scheme: shards, clients: 100, shards: 2, local_test: 0.25,
         local_test_from_train: true}"
+    # FedAvg on the pathological split, for its cost rows (its clients hold other sample counts)
+    costs costs-pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=fedavg
     sweep pathological dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=dmpfl+,ditto
     # shellcheck disable=SC2086
     sweep pathological-decayed dmpfl-fmnist.yaml --set "$path" $d99 \
         --vary algorithm.name=fedper,lg-fedavg
     # shellcheck disable=SC2086
     sweep pathological-finetuned dmpfl-fmnist.yaml --set "$path" $ft
+    # APFL (added after the rest ran), without decay as Ditto, the other method that trains a
+    # personal model beside the global one
+    sweep apfl dmpfl-fmnist.yaml --vary algorithm.name=apfl
+    sweep pathological-apfl dmpfl-fmnist.yaml --set "$path" --vary algorithm.name=apfl
     ;;
 width-hetero | width-ideal)
     target=0.85
@@ -232,18 +238,25 @@ if [ "$campaign" = pfedgate ] && [ -d "$out/mix-costs" ]; then
         tee -a "$out/summary.txt"
 fi
 ref="$out/costs/algorithm.name=fedavg/metrics.tsv"
+pref="$out/costs-pathological/algorithm.name=fedavg/metrics.tsv"
 if [ "$campaign" = dmpfl ] && [ -f "$ref" ]; then
-    # bytes (up + down) and client FLOPs over the whole run against FedAvg's (DM-PFL's claim)
+    # bytes (up + down) and client FLOPs over the whole run against FedAvg's on the same split
+    # (DM-PFL's claim); the pathological runs against the Dir(0.3) FedAvg until theirs ran
+    [ -f "$pref" ] || pref=$ref
     echo
     for d in $done_dirs; do
         printf '%s\t' "${d#"$out"/}"
         tail -n 1 "$d/metrics.tsv"
-    done | awk -F '\t' -v ref="$(tail -n 1 "$ref")" '
+    done | awk -F '\t' -v ref="$(tail -n 1 "$ref")" -v pref="$(tail -n 1 "$pref")" '
         BEGIN { split(ref, r, "\t"); rb = r[3] + r[4]; rf = r[5]
+                split(pref, r, "\t"); pb = r[3] + r[4]; pf = r[5]
                 printf "%-44s %12s %8s %12s %8s\n", "run", "bytes", "/FedAvg", "FLOPs", "/FedAvg"
-                printf "%-44s %12.4g %8s %12.4g %8s\n", "fedavg (cost-only)", rb, "1", rf, "1" }
-        { b = $4 + $5; printf "%-44s %12.4g %7.1f%% %12.4g %7.1f%%\n", $1, b, 100 * b / rb, $6,
-              100 * $6 / rf }' | tee -a "$out/summary.txt"
+                printf "%-44s %12.4g %8s %12.4g %8s\n", "fedavg (cost-only)", rb, "1", rf, "1"
+                printf "%-44s %12.4g %8s %12.4g %8s\n", "pathological: fedavg (cost-only)", pb,
+                    "1", pf, "1" }
+        { b = $4 + $5; p = $1 ~ /^pathological/; B = p ? pb : rb; F = p ? pf : rf
+          printf "%-44s %12.4g %7.1f%% %12.4g %7.1f%%\n", $1, b, 100 * b / B, $6, 100 * $6 / F }' |
+        tee -a "$out/summary.txt"
 fi
 # the last evaluation's columns the paper's table reports, by name: DM-PFL's accuracy under each
 # test-time label shift and the bottom decile; pFedGate's mean, pooled (its "Acc") and bottom

@@ -692,6 +692,14 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
             (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
             return rc;
     }
+    if (!strcmp(c->name, "apfl") || sim_yaml_get(s.map, "apfl")) {
+        char pre2[96];
+        section d = sub(&s, "apfl", pre2, sizeof pre2);
+        if ((rc = need_map(&d, "apfl", err)) ||
+            (rc = get_double(&d, "alpha", 0, 1, 0.5, &c->apfl_alpha, err)) ||
+            (rc = get_bool(&d, "adapt", 1, &c->apfl_adapt, err)))
+            return rc;
+    }
     c->ft_epochs = 1;
     if (!strcmp(c->name, "fedavg-ft") || sim_yaml_get(s.map, "finetune")) {
         char pre2[96];

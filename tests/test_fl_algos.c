@@ -5,7 +5,8 @@
  * FedAvg-FT evaluates a client after an epoch of fine-tuning on its own samples, which fits them
  * better than the global model does, and leaves the global model as it was; FedPer and LG-FedAvg
  * send only their shared part and keep the personal one; Ditto trains twice, sends FedAvg's
- * update and keeps a personal model. */
+ * update and keeps a personal model; APFL's step moves v along α·∇f(v̄) and α along the
+ * derivative of the loss in α (a finite-difference check), and evaluates αv + (1 − α)w. */
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "nn/train.h"
@@ -348,6 +349,117 @@ int main(void)
     CHECK(memcmp(g0.params, em.params, nf * 4) != 0);
     fl_result_destroy(&rd), fl_result_destroy(&rf);
     fl_ditto.server_free(sd);
+
+    /* APFL: twice FedAvg's FLOPs (cost-only says the same), FedAvg's upload; a first job's v
+     * starts at the received model, where α's gradient ⟨v − w, ∇f⟩ is 0 */
+    cfg.apfl_alpha = 0.5, cfg.apfl_adapt = 1;
+    void *sap = fl_apfl.server_new(&env, &err), *sfa = fl_fedavg.server_new(&env, &err);
+    fl_result rap, rfa, rapc;
+    train_job(&fl_apfl, &env, sap, 1, &rap, &w);
+    train_job(&fl_fedavg, &env, sfa, 1, &rfa, &w);
+    fl_result_init(&rapc);
+    CHECK(fl_apfl.client_train(&envc, &job, &w, &rapc, &err) == SIM_OK);
+    CHECK_MSG(rap.cost.flops == 2 * rfa.cost.flops && rapc.cost.flops == rap.cost.flops &&
+                      rapc.up_bytes == rap.up.size && rap.up.size == rfa.up.size,
+              "APFL: %g FLOPs (cost-only %g), FedAvg %g", rap.cost.flops, rapc.cost.flops,
+              rfa.cost.flops);
+    CHECK(rap.up.size == rfa.up.size && !memcmp(rap.up.data, rfa.up.data, rap.up.size));
+    fl_result_destroy(&rap), fl_result_destroy(&rfa), fl_result_destroy(&rapc);
+    fl_fedavg.server_free(sfa);
+    {
+        /* one plain SGD step from a kept v ≠ w and α = 0.3, against the step done by hand on the
+         * same minibatch */
+        fl_config oc = cfg;
+        oc.local_steps = 1, oc.momentum = 0, oc.lr = 0.2;
+        fl_env ae = env;
+        ae.cfg = &oc;
+        nn_model v, vbar;
+        nn_model_init(&v, &arch, 16);
+        nn_model_init(&vbar, &arch, 16);
+        sim_rng vr;
+        sim_rng_seed(&vr, 77, SIM_RNG_INIT_WEIGHTS, 0);
+        nn_model_init_params(&v, &vr);
+        fl_apfl.eval_params(sap, -1, NULL, 0, &g0); /* w, the global model */
+        msgpack_sbuffer priv, down;
+        msgpack_sbuffer_init(&priv), msgpack_sbuffer_init(&down);
+        nn_pack_params(&priv, &arch, v.params);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &priv, msgpack_sbuffer_write);
+        msgpack_pack_double(&pk, 0.3);
+        fl_apfl.job_down(sap, 3, 0, &down);
+        fl_job aj = {3, 0, down.data, down.size, priv.data, priv.size, (uint64_t)3 << 32};
+        fl_result ra1;
+        fl_result_init(&ra1);
+        CHECK(fl_apfl.client_train(&ae, &aj, &w, &ra1, &err) == SIM_OK);
+        sim_rng br3;
+        sim_rng_seed(&br3, env.seed, SIM_RNG_BATCHES, (uint64_t)3 << 32);
+        nn_batcher b3;
+        nn_batcher_init(&b3, &train, part.idx[3], part.n[3], 16, 0, &br3);
+        int n3 = nn_batcher_next(&b3);
+        /* the loss at v̄(α) = αv + (1 − α)w, and its gradient at α = 0.3 */
+        double lossa[2], h = 1e-2;
+        for (int k = 0; k < 2; k++) {
+            float a = (float)(0.3 + (k ? h : -h));
+            for (size_t j = 0; j < nf; j++)
+                vbar.params[j] = a * v.params[j] + (1 - a) * g0.params[j];
+            lossa[k] = nn_model_forward(&vbar, b3.x, b3.y, n3, 1);
+        }
+        for (size_t j = 0; j < nf; j++)
+            vbar.params[j] = 0.3f * v.params[j] + 0.7f * g0.params[j];
+        nn_model_forward(&vbar, b3.x, b3.y, n3, 1);
+        nn_model_zero_grad(&vbar);
+        nn_model_backward(&vbar);
+        double ga = 0, fd = (lossa[1] - lossa[0]) / (2 * h), alpha1 = -1, vworst = 0;
+        for (size_t j = 0; j < nf; j++)
+            ga += (double)(v.params[j] - g0.params[j]) * vbar.grads[j];
+        float *v1 = malloc(nf * 4);
+        CHECK(nn_unpack_params(v1, &arch, ra1.priv.data, ra1.priv.size, "priv", &err) == SIM_OK);
+        for (size_t j = 0; j < nf; j++)
+            vworst = fmax(vworst, fabs(v1[j] - (v.params[j] - 0.2f * 0.3f * vbar.grads[j])));
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        size_t off = 0;
+        while (msgpack_unpack_next(&u, ra1.priv.data, ra1.priv.size, &off) ==
+               MSGPACK_UNPACK_SUCCESS)
+            if (u.data.type == MSGPACK_OBJECT_FLOAT64) alpha1 = u.data.via.f64;
+        msgpack_unpacked_destroy(&u);
+        CHECK_MSG(fabs(ga - fd) < 0.02 * fabs(fd) + 1e-4 && fabs(ga) > 1e-3,
+                  "APFL's α gradient %g, finite difference %g", ga, fd);
+        CHECK_MSG(fabs(alpha1 - fmin(1, fmax(0, 0.3 - 0.2 * ga))) < 1e-6 && alpha1 != 0.3,
+                  "α after one step %g (expected %g)", alpha1, 0.3 - 0.2 * ga);
+        CHECK_MSG(vworst < 1e-6, "v after one step off by %g", vworst);
+        /* evaluation mixes the kept v with the current global model */
+        fl_apfl.eval_params(sap, 3, ra1.priv.data, ra1.priv.size, &em);
+        double eworst = 0;
+        for (size_t j = 0; j < nf; j++)
+            eworst = fmax(eworst, fabs(em.params[j] - ((float)alpha1 * v1[j] +
+                                                       (1 - (float)alpha1) * g0.params[j])));
+        CHECK_MSG(eworst < 1e-6, "APFL's personal model off αv + (1 − α)w by %g", eworst);
+        /* with adapt: false, α stays */
+        oc.apfl_adapt = 0;
+        fl_result ra2;
+        fl_result_init(&ra2);
+        CHECK(fl_apfl.client_train(&ae, &aj, &w, &ra2, &err) == SIM_OK);
+        msgpack_unpacked_init(&u);
+        off = 0;
+        while (msgpack_unpack_next(&u, ra2.priv.data, ra2.priv.size, &off) ==
+               MSGPACK_UNPACK_SUCCESS)
+            if (u.data.type == MSGPACK_OBJECT_FLOAT64) alpha1 = u.data.via.f64;
+        msgpack_unpacked_destroy(&u);
+        CHECK_MSG(alpha1 == 0.3, "adapt: false keeps α (%g)", alpha1);
+        /* a private state without its α is refused */
+        fl_job bad = aj;
+        bad.priv_len = priv.size - 9;
+        fl_result ra3;
+        fl_result_init(&ra3);
+        CHECK(fl_apfl.client_train(&ae, &bad, &w, &ra3, &err) == SIM_EFORMAT);
+        fl_result_destroy(&ra1), fl_result_destroy(&ra2), fl_result_destroy(&ra3);
+        free(v1);
+        nn_batcher_destroy(&b3);
+        msgpack_sbuffer_destroy(&priv), msgpack_sbuffer_destroy(&down);
+        nn_model_destroy(&v), nn_model_destroy(&vbar);
+    }
+    fl_apfl.server_free(sap);
     nn_model_destroy(&em), nn_model_destroy(&g0), nn_model_destroy(&g1);
     fl_fedavg.server_free(sa);
     fl_worker_destroy(&w);
