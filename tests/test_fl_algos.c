@@ -43,6 +43,19 @@ static void train_job(const fl_algo *a, const fl_env *env, void *server, int cli
     train_job_stream(a, env, server, client, res, w, (uint64_t)client << 32);
 }
 
+/* The α an APFL job keeps: the float64 after its personal model in the private state (-1: none). */
+static double apfl_alpha(const fl_result *r)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    double a = -1;
+    while (msgpack_unpack_next(&u, r->priv.data, r->priv.size, &off) == MSGPACK_UNPACK_SUCCESS)
+        if (u.data.type == MSGPACK_OBJECT_FLOAT64) a = u.data.via.f64;
+    msgpack_unpacked_destroy(&u);
+    return a;
+}
+
 int main(void)
 {
     sim_err err = {0};
@@ -409,20 +422,14 @@ int main(void)
         nn_model_forward(&vbar, b3.x, b3.y, n3, 1);
         nn_model_zero_grad(&vbar);
         nn_model_backward(&vbar);
-        double ga = 0, fd = (lossa[1] - lossa[0]) / (2 * h), alpha1 = -1, vworst = 0;
+        double ga = 0, fd = (lossa[1] - lossa[0]) / (2 * h), alpha1, vworst = 0;
         for (size_t j = 0; j < nf; j++)
             ga += (double)(v.params[j] - g0.params[j]) * vbar.grads[j];
         float *v1 = malloc(nf * 4);
         CHECK(nn_unpack_params(v1, &arch, ra1.priv.data, ra1.priv.size, "priv", &err) == SIM_OK);
         for (size_t j = 0; j < nf; j++)
             vworst = fmax(vworst, fabs(v1[j] - (v.params[j] - 0.2f * 0.3f * vbar.grads[j])));
-        msgpack_unpacked u;
-        msgpack_unpacked_init(&u);
-        size_t off = 0;
-        while (msgpack_unpack_next(&u, ra1.priv.data, ra1.priv.size, &off) ==
-               MSGPACK_UNPACK_SUCCESS)
-            if (u.data.type == MSGPACK_OBJECT_FLOAT64) alpha1 = u.data.via.f64;
-        msgpack_unpacked_destroy(&u);
+        alpha1 = apfl_alpha(&ra1);
         CHECK_MSG(fabs(ga - fd) < 0.02 * fabs(fd) + 1e-4 && fabs(ga) > 1e-3,
                   "APFL's α gradient %g, finite difference %g", ga, fd);
         CHECK_MSG(fabs(alpha1 - fmin(1, fmax(0, 0.3 - 0.2 * ga))) < 1e-6 && alpha1 != 0.3,
@@ -440,12 +447,7 @@ int main(void)
         fl_result ra2;
         fl_result_init(&ra2);
         CHECK(fl_apfl.client_train(&ae, &aj, &w, &ra2, &err) == SIM_OK);
-        msgpack_unpacked_init(&u);
-        off = 0;
-        while (msgpack_unpack_next(&u, ra2.priv.data, ra2.priv.size, &off) ==
-               MSGPACK_UNPACK_SUCCESS)
-            if (u.data.type == MSGPACK_OBJECT_FLOAT64) alpha1 = u.data.via.f64;
-        msgpack_unpacked_destroy(&u);
+        alpha1 = apfl_alpha(&ra2);
         CHECK_MSG(alpha1 == 0.3, "adapt: false keeps α (%g)", alpha1);
         /* a private state without its α is refused */
         fl_job bad = aj;
