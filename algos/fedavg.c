@@ -216,7 +216,7 @@ static double ditto_eval(void *p, int32_t client, const void *priv, size_t priv_
 }
 
 /* APFL's private state: the client's local model v (a parameter message) and its mixing weight
- * α (a float64 after it). Reads α into *alpha, v into v when v is not NULL. */
+ * α (a float64 after it), read into v and *alpha. */
 static int apfl_read(const nn_arch *a, const void *priv, size_t len, float *v, double *alpha,
                      sim_err *err)
 {
@@ -231,7 +231,7 @@ static int apfl_read(const nn_arch *a, const void *priv, size_t len, float *v, d
     else
         *alpha = u.data.via.f64;
     msgpack_unpacked_destroy(&u);
-    if (!rc && v) rc = nn_unpack_params(v, a, priv, len, "private state", err);
+    if (!rc) rc = nn_unpack_params(v, a, priv, len, "private state", err);
     return rc;
 }
 
