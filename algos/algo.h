@@ -119,6 +119,20 @@ typedef struct fl_pa3dfl_config {
     int hn;       /* 0: Table 3's "w.o. HN-based Agg." (personal parts stay on the clients) */
 } fl_pa3dfl_config;
 
+/* pFedHN's settings (`algorithm.pfedhn:`; FLGo's defaults, which Pa3dFL's Table 1 ran): the
+ * hyper-network embedding → `layers` + 1 linear layers (ReLU between) of width `hidden` → the
+ * generated shared part, its SGD step and gradient-norm clip, and the model evaluated. */
+#define FL_PFEDHN_MAX_LAYERS 8
+typedef struct fl_pfedhn_config {
+    int embed;        /* d_e (the scenario's default: 1 + clients/4) */
+    int hidden;       /* d_h */
+    int layers;       /* hidden layers after the first, at most FL_PFEDHN_MAX_LAYERS */
+    double lr;        /* the hyper-network's SGD step */
+    double clip;      /* its gradient-norm clip (0: none) */
+    int eval_trained; /* evaluate the model the client's last job left (FLGo's logger) instead of
+                         the one generated for it now */
+} fl_pfedhn_config;
+
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -142,6 +156,7 @@ typedef struct fl_config {
     int apfl_adapt;      /* APFL learns α by gradient (1) or keeps it (`algorithm.apfl.adapt`) */
     int ft_epochs;       /* FedAvg-FT's fine-tuning epochs (`algorithm.finetune.epochs`) */
     fl_pa3dfl_config pa3dfl;
+    fl_pfedhn_config pfedhn;
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -243,7 +258,7 @@ typedef struct fl_algo {
 
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
         fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
-        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_apfl, fl_pa3dfl;
+        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_apfl, fl_pa3dfl, fl_pfedhn;
 extern const fl_algo *const fl_algos[]; /* NULL-terminated */
 const fl_algo *fl_algo_find(const char *name);
 

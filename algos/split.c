@@ -8,16 +8,28 @@
  *   on the head alone with the body frozen (forward passes and the head's backward: a frozen
  *   body costs no backward, so a job costs ≈ 4/3 of FedPer's, spec 001's 131–135%), then the
  *   local epochs on the body with the head frozen. Its head epochs draw their batches from a
- *   stream of their own.
+ *   stream of their own;
+ *   pFedHN (Shamsian et al., ICML 2021) as FLGo runs it (the pFedHN of Pa3dFL's Table 1):
+ *   FedPer's split, the shared part generated for each client by a hyper-network on the server
+ *   from the client's embedding (embedding → encoder of `layers` + 1 linear layers, ReLU between
+ *   → a linear generator; FLGo has one generator per tensor, which is the same map). The client
+ *   trains what it receives with its own head and uploads the trained shared part; the server
+ *   steps φ (plain SGD, `pfedhn.lr`, the mean gradient's norm clipped at `pfedhn.clip`) along
+ *   the mean over the round's replies of ∂⟨generated − trained, generated⟩/∂φ, the pFedHN rule.
+ *   Evaluated, as the paper does, on the shared part generated for the client now with its head;
+ *   `pfedhn.eval: trained` evaluates the model its last job left, as FLGo's logger does.
  * A client trains its whole model (the received shared tensors and its own personal ones; FedRep
  * as above) for its local epochs and uploads the shared tensors, whose sample-weighted mean becomes
- * the global part; its personal tensors are its private state, starting from the common initial
- * model. Messages are {"shared": float32 of the shared tensors in layout order}.
+ * the global part (pFedHN: see above); its personal tensors are its private state (pFedHN's: its
+ * whole model), starting from the common initial model. Messages are {"shared": float32 of the
+ * shared tensors in layout order}.
  */
 #include "algos/algo.h"
 
 #include "nn/pack.h"
+#include "sim/rng.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,26 +86,20 @@ static size_t part_size(const nn_layout *L, const uint8_t *personal, int which)
     return k;
 }
 
-/* {"shared": the shared tensors of w} */
-static void pack_part(msgpack_sbuffer *sb, const nn_layout *L, const uint8_t *personal, float *w,
-                      const char *key, int which)
+/* {key: n floats of v} */
+static void pack_vec(msgpack_sbuffer *sb, const char *key, const float *v, size_t n)
 {
-    size_t n = part_size(L, personal, which);
-    float *v = sim_xmalloc(sizeof(float) * (n + 1));
-    part_copy(w, v, L, personal, which, 0);
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 1);
     nn_pack_str(&pk, key);
     nn_pack_f32(&pk, v, n);
-    free(v);
 }
 
-static int unpack_part(float *w, const nn_layout *L, const uint8_t *personal, const void *buf,
-                       size_t len, const char *key, int which, const char *what, sim_err *err)
+static int unpack_vec(float *v, size_t n, const void *buf, size_t len, const char *key,
+                      const char *what, sim_err *err)
 {
-    size_t n = part_size(L, personal, which), off = 0;
-    float *v = sim_xmalloc(sizeof(float) * (n + 1));
+    size_t off = 0;
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     const msgpack_object *o = NULL;
@@ -101,15 +107,34 @@ static int unpack_part(float *w, const nn_layout *L, const uint8_t *personal, co
                              (o = nn_map_get(&u.data, key))
                      ? nn_unpack_f32(v, n, o, what, err)
                      : sim_fail(err, SIM_EFORMAT, what, 0, 0, "no \"%s\"", key);
-    if (!rc) part_copy(w, v, L, personal, which, 1);
     msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+/* {key: the tensors of one part (personal 0: shared) of w} */
+static void pack_part(msgpack_sbuffer *sb, const nn_layout *L, const uint8_t *personal, float *w,
+                      const char *key, int which)
+{
+    size_t n = part_size(L, personal, which);
+    float *v = sim_xmalloc(sizeof(float) * (n + 1));
+    part_copy(w, v, L, personal, which, 0);
+    pack_vec(sb, key, v, n);
+    free(v);
+}
+
+static int unpack_part(float *w, const nn_layout *L, const uint8_t *personal, const void *buf,
+                       size_t len, const char *key, int which, const char *what, sim_err *err)
+{
+    size_t n = part_size(L, personal, which);
+    float *v = sim_xmalloc(sizeof(float) * (n + 1));
+    int rc = unpack_vec(v, n, buf, len, key, what, err);
+    if (!rc) part_copy(w, v, L, personal, which, 1);
     free(v);
     return rc;
 }
 
-static void *split_new_with(const fl_env *env, int head)
+static void split_init(split_server *s, const fl_env *env, int head)
 {
-    split_server *s = sim_xcalloc(1, sizeof *s);
     const nn_layout *L = &env->arch->layout;
     s->env = env;
     split_parts(s->personal, env->arch, head);
@@ -118,6 +143,12 @@ static void *split_new_with(const fl_env *env, int head)
     s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(L->n_floats, sizeof(float));
     s->acc = sim_xcalloc(L->n_floats, sizeof(double));
+}
+
+static void *split_new_with(const fl_env *env, int head)
+{
+    split_server *s = sim_xcalloc(1, sizeof *s);
+    split_init(s, env, head);
     return s;
 }
 
@@ -133,14 +164,18 @@ static void *lg_new(const fl_env *env, sim_err *err)
     return split_new_with(env, 0);
 }
 
-static void split_free(void *p)
+static void split_release(split_server *s)
 {
-    split_server *s = p;
-    if (!s) return;
     free(s->global);
     free(s->scratch);
     free(s->acc);
-    free(s);
+}
+
+static void split_free(void *p)
+{
+    if (!p) return;
+    split_release(p);
+    free(p);
 }
 
 static size_t split_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
@@ -209,8 +244,10 @@ static void fedrep_sgd(const fl_env *env, const fl_job *job, nn_model *m, const 
     fl_local_sgd_with(env, job, m, 0, freeze_head, &f, res);
 }
 
+/* A job: the received shared part and the client's personal one (with whole, its private state
+ * is its whole model as the last job left it, pFedHN's; else the personal part alone). */
 static int split_train_with(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
-                            int head, int rep, sim_err *err)
+                            int head, int rep, int whole, sim_err *err)
 {
     nn_model *m = fl_worker_model(w, env);
     const nn_layout *L = &env->arch->layout;
@@ -225,9 +262,11 @@ static int split_train_with(const fl_env *env, const fl_job *job, fl_worker *w, 
         return SIM_OK;
     }
     fl_init_params(m, env); /* a first job's personal part */
-    int rc = job->priv ? unpack_part(m->params, L, personal, job->priv, job->priv_len, "personal",
-                                     1, "private state", err)
-                       : SIM_OK;
+    int rc = !job->priv ? SIM_OK
+             : whole    ? nn_unpack_params(m->params, env->arch, job->priv, job->priv_len,
+                                           "private state", err)
+                     : unpack_part(m->params, L, personal, job->priv, job->priv_len, "personal", 1,
+                                   "private state", err);
     if (!rc)
         rc = unpack_part(m->params, L, personal, job->down, job->down_len, "shared", 0,
                          "down message", err);
@@ -238,26 +277,29 @@ static int split_train_with(const fl_env *env, const fl_job *job, fl_worker *w, 
         fl_local_sgd(env, job, m, 0, NULL, res);
     pack_part(&res->up, L, personal, m->params, "shared", 0);
     res->up_bytes = res->up.size;
-    pack_part(&res->priv, L, personal, m->params, "personal", 1);
+    if (whole)
+        nn_pack_params(&res->priv, env->arch, m->params);
+    else
+        pack_part(&res->priv, L, personal, m->params, "personal", 1);
     return SIM_OK;
 }
 
 static int fedper_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                         sim_err *err)
 {
-    return split_train_with(env, job, w, res, 1, 0, err);
+    return split_train_with(env, job, w, res, 1, 0, 0, err);
 }
 
 static int fedrep_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                         sim_err *err)
 {
-    return split_train_with(env, job, w, res, 1, 1, err);
+    return split_train_with(env, job, w, res, 1, 1, 0, err);
 }
 
 static int lg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                     sim_err *err)
 {
-    return split_train_with(env, job, w, res, 0, 0, err);
+    return split_train_with(env, job, w, res, 0, 0, 0, err);
 }
 
 static int split_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
@@ -317,6 +359,236 @@ static int split_load(void *p, const msgpack_object *o, sim_err *err)
                         s->env->cfg->name, err);
 }
 
+/* pFedHN: FedPer's split, whose shared part a hyper-network on the server generates for each
+ * client. φ is one flat array: the embeddings E (N × d_e) | each encoder layer's W (d_h × its
+ * inputs) and b (d_h) | the generator's W (shared floats × d_h) and b. */
+typedef struct pfedhn {
+    split_server sp;   /* sp.global: the initial model, whose head a client starts from */
+    int N, de, dh, nl; /* clients, embedding and hidden widths, encoder layers */
+    size_t w_off[FL_PFEDHN_MAX_LAYERS + 1], b_off[FL_PFEDHN_MAX_LAYERS + 1], gw, gb, n_phi;
+    float *phi;
+    double *grad; /* n_phi: Σ over the round's replies of each one's gradient */
+    double got;   /* replies absorbed since the last aggregation */
+    double *z;    /* nl × dh: the last encoding's pre-activations (its output is the last row) */
+    double *dz;   /* 2 × dh: backward scratch */
+    float *gen;   /* n_shared: a generated shared part */
+} pfedhn;
+
+/* An input of encoder layer l for the last encoded client i: its embedding, or the ReLU of the
+ * layer before (into x, dh). */
+static const double *enc_input(const pfedhn *h, int i, int l, double *x)
+{
+    if (l == 0) {
+        for (int k = 0; k < h->de; k++)
+            x[k] = h->phi[(size_t)i * h->de + k];
+        return x;
+    }
+    for (int k = 0; k < h->dh; k++)
+        x[k] = fmax(0, h->z[(size_t)(l - 1) * h->dh + k]);
+    return x;
+}
+
+/* Encode client i (h->z); its generated shared part into h->gen (double sums: the same floats in
+ * every build). */
+static void hn_generate(pfedhn *h, int i)
+{
+    double x[4096];
+    for (int l = 0; l < h->nl; l++) {
+        int in = l ? h->dh : h->de;
+        const double *a = enc_input(h, i, l, x);
+        const float *W = h->phi + h->w_off[l], *b = h->phi + h->b_off[l];
+        for (int o = 0; o < h->dh; o++) {
+            double acc = b[o];
+            for (int k = 0; k < in; k++)
+                acc += (double)W[(size_t)o * in + k] * a[k];
+            h->z[(size_t)l * h->dh + o] = acc;
+        }
+    }
+    const double *e = h->z + (size_t)(h->nl - 1) * h->dh;
+    for (size_t j = 0; j < h->sp.n_shared; j++) {
+        const float *W = h->phi + h->gw + j * h->dh;
+        double acc = h->phi[h->gb + j];
+        for (int k = 0; k < h->dh; k++)
+            acc += (double)W[k] * e[k];
+        h->gen[j] = (float)acc;
+    }
+}
+
+/* grad += ∂⟨g, gen(i)⟩/∂φ, with h->z client i's encoding. */
+static void hn_backward(pfedhn *h, int i, const float *g)
+{
+    double x[4096], *dz = h->dz, *da = h->dz + h->dh;
+    const double *e = h->z + (size_t)(h->nl - 1) * h->dh;
+    memset(dz, 0, sizeof(double) * (size_t)h->dh);
+    for (size_t j = 0; j < h->sp.n_shared; j++) {
+        const float *W = h->phi + h->gw + j * h->dh;
+        double *dW = h->grad + h->gw + j * h->dh;
+        h->grad[h->gb + j] += g[j];
+        for (int k = 0; k < h->dh; k++) {
+            dW[k] += g[j] * e[k];
+            dz[k] += g[j] * W[k];
+        }
+    }
+    for (int l = h->nl - 1; l >= 0; l--) {
+        int in = l ? h->dh : h->de;
+        const double *a = enc_input(h, i, l, x);
+        const float *W = h->phi + h->w_off[l];
+        double *dW = h->grad + h->w_off[l], *db = h->grad + h->b_off[l];
+        memset(da, 0, sizeof(double) * (size_t)in);
+        for (int o = 0; o < h->dh; o++) {
+            db[o] += dz[o];
+            for (int k = 0; k < in; k++) {
+                dW[(size_t)o * in + k] += dz[o] * a[k];
+                da[k] += dz[o] * W[(size_t)o * in + k];
+            }
+        }
+        if (l == 0) {
+            for (int k = 0; k < h->de; k++)
+                h->grad[(size_t)i * h->de + k] += da[k];
+        } else {
+            for (int k = 0; k < h->dh; k++)
+                dz[k] = h->z[(size_t)(l - 1) * h->dh + k] > 0 ? da[k] : 0;
+        }
+    }
+}
+
+/* PyTorch's initialization, as FLGo's hyper-network has it: E ~ N(0, 1), every linear layer's
+ * weights and biases U(±1/√its inputs). */
+static void *pfedhn_new(const fl_env *env, sim_err *err)
+{
+    const fl_pfedhn_config *c = &env->cfg->pfedhn;
+    if (c->embed > 4096 || c->hidden > 4096) {
+        sim_fail(err, SIM_EINVAL, "algorithm.pfedhn", 0, 0, "embed and hidden are at most 4096");
+        return NULL;
+    }
+    pfedhn *h = sim_xcalloc(1, sizeof *h);
+    split_init(&h->sp, env, 1);
+    h->N = env->part->n_clients, h->de = c->embed, h->dh = c->hidden, h->nl = 1 + c->layers;
+    size_t at = (size_t)h->N * h->de;
+    for (int l = 0; l < h->nl; l++) {
+        h->w_off[l] = at, at += (size_t)h->dh * (l ? h->dh : h->de);
+        h->b_off[l] = at, at += (size_t)h->dh;
+    }
+    h->gw = at, at += h->sp.n_shared * (size_t)h->dh;
+    h->gb = at, at += h->sp.n_shared;
+    h->n_phi = at;
+    h->phi = sim_xmalloc(sizeof(float) * h->n_phi);
+    h->grad = sim_xcalloc(h->n_phi, sizeof(double));
+    h->z = sim_xcalloc((size_t)h->nl * h->dh, sizeof(double));
+    h->dz = sim_xcalloc(2 * (size_t)(h->dh > h->de ? h->dh : h->de), sizeof(double));
+    h->gen = sim_xcalloc(h->sp.n_shared + 1, sizeof(float));
+    sim_rng r;
+    sim_rng_seed(&r, env->seed, SIM_RNG_PFEDHN, 0);
+    for (size_t j = 0; j < h->w_off[0]; j++)
+        h->phi[j] = (float)sim_rng_normal(&r);
+    for (int l = 0; l <= h->nl; l++) { /* l = nl: the generator */
+        size_t w0 = l < h->nl ? h->w_off[l] : h->gw,
+               b1 = l < h->nl ? h->b_off[l] + h->dh : h->n_phi;
+        double bound = 1 / sqrt(l == 0 ? h->de : h->dh);
+        for (size_t j = w0; j < b1; j++)
+            h->phi[j] = (float)(bound * (2 * sim_rng_uniform(&r) - 1));
+    }
+    return h;
+}
+
+static void pfedhn_free(void *p)
+{
+    pfedhn *h = p;
+    if (!h) return;
+    split_release(&h->sp);
+    free(h->phi);
+    free(h->grad);
+    free(h->z);
+    free(h->dz);
+    free(h->gen);
+    free(h);
+}
+
+static size_t pfedhn_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
+{
+    pfedhn *h = p;
+    (void)round;
+    if (!out) return split_down(&h->sp, client, round, NULL);
+    size_t before = out->size;
+    hn_generate(h, client);
+    pack_vec(out, "shared", h->gen, h->sp.n_shared);
+    return out->size - before;
+}
+
+static int pfedhn_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
+                        sim_err *err)
+{
+    return split_train_with(env, job, w, res, 1, 0, 1, err);
+}
+
+/* The gradient needs what the client was sent, which φ (unchanged until aggregation in sync
+ * rounds) regenerates; under async federation it is taken at φ as the reply finds it. Every
+ * reply counts alike (FLGo's mean over the round's models). */
+static int pfedhn_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                         double mass, sim_err *err)
+{
+    pfedhn *h = p;
+    (void)weight, (void)mass;
+    size_t n = h->sp.n_shared;
+    float *g = sim_xmalloc(sizeof(float) * (n + 1));
+    int rc = unpack_vec(g, n, up, len, "shared", "up message", err);
+    if (!rc) {
+        hn_generate(h, client);
+        for (size_t j = 0; j < n; j++) /* generated − trained */
+            g[j] = h->gen[j] - g[j];
+        hn_backward(h, client, g);
+        h->got++;
+    }
+    free(g);
+    return rc;
+}
+
+/* One SGD step on the mean gradient, its norm clipped. */
+static void pfedhn_aggregate(void *p)
+{
+    pfedhn *h = p;
+    const fl_pfedhn_config *c = &h->sp.env->cfg->pfedhn;
+    if (h->got > 0) {
+        double nrm = 0, sc = 1 / h->got;
+        for (size_t j = 0; j < h->n_phi; j++)
+            nrm += h->grad[j] * h->grad[j];
+        nrm = sqrt(nrm) * sc;
+        if (c->clip > 0 && nrm > c->clip) sc *= c->clip / nrm;
+        for (size_t j = 0; j < h->n_phi; j++)
+            h->phi[j] -= (float)(c->lr * sc * h->grad[j]);
+    }
+    memset(h->grad, 0, sizeof(double) * h->n_phi);
+    h->got = 0;
+}
+
+/* The client's model: the shared part generated for it now with the head its last job left (the
+ * initial head before its first job), or, with eval: trained, that job's whole model. */
+static double pfedhn_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    pfedhn *h = p;
+    const nn_arch *a = h->sp.env->arch;
+    nn_model_reset_narrowing(m);
+    int kept = client >= 0 && priv &&
+               nn_unpack_params(m->params, a, priv, priv_len, "private state", NULL) == SIM_OK;
+    if (kept && h->sp.env->cfg->pfedhn.eval_trained) return 1.0;
+    if (!kept) memcpy(m->params, h->sp.global, a->layout.n_floats * sizeof(float));
+    hn_generate(h, client < 0 ? 0 : client); /* no global model (has_global 0): never asked */
+    part_copy(m->params, h->gen, &a->layout, h->sp.personal, 0, 1);
+    return 1.0;
+}
+
+static void pfedhn_save(void *p, msgpack_packer *pk)
+{
+    pfedhn *h = p;
+    fl_save_sums(pk, h->phi, h->grad, h->got, h->n_phi);
+}
+
+static int pfedhn_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    pfedhn *h = p;
+    return fl_load_sums(o, h->phi, h->grad, &h->got, h->n_phi, "pfedhn", err);
+}
+
 const fl_algo fl_fedper = {"fedper",
                            "FedPer: FedAvg of the body, a personal head per client",
                            1,
@@ -369,6 +641,26 @@ const fl_algo fl_fedrep = {"fedrep",
                            split_eval,
                            split_save,
                            split_load,
+                           NULL,
+                           NULL,
+                           NULL,
+                           NULL,
+                           NULL,
+                           NULL,
+                           NULL};
+const fl_algo fl_pfedhn = {"pfedhn",
+                           "pFedHN: a server hyper-network generates each client's body from its "
+                           "embedding; personal head",
+                           0,
+                           pfedhn_new,
+                           pfedhn_free,
+                           pfedhn_down,
+                           pfedhn_train,
+                           pfedhn_absorb,
+                           pfedhn_aggregate,
+                           pfedhn_eval,
+                           pfedhn_save,
+                           pfedhn_load,
                            NULL,
                            NULL,
                            NULL,

@@ -20,10 +20,10 @@
 #                 same methods), then APFL on both splits; ~2.5 h a run; the report adds
 #                 each run's bytes and FLOPs against FedAvg's (a cost-only run) and its
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
-#   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto and LG-FedAvg at the
-#                 weakest width (minutes), then HeteroFL, FedRolex, LocalOnly and FjORD, Table 3's
-#                 ablation (Pa3dFL without the hyper-network), then Pa3dFL, the shorter first; on
-#                 one core beside another run, ~1.4 h (HeteroFL) to ~4 h (Pa3dFL) a run
+#   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto, LG-FedAvg and pFedHN
+#                 at the weakest width (minutes), then Pa3dFL, HeteroFL, FjORD, FedRolex and
+#                 LocalOnly, then Table 3's ablation (Pa3dFL without the hyper-network); with 2
+#                 workers, ~30 min (HeteroFL) to ~1-2 h a run
 #   width-ideal   Table 1, Ideal (every client at width 1): FedAvg, which is also HeteroFL's and
 #                 FedRolex's row there, FjORD and Pa3dFL
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
@@ -130,11 +130,12 @@ width-hetero | width-ideal)
         # the 1/16-wide baselines first: minutes, not hours (LG-FedAvg there too: the paper
         # does not say how it meets capacities, so it trains what every client can hold)
         sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
-            --vary algorithm.name=fedavg,ditto,lg-fedavg
-        sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fedrolex,local,fjord
-        sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
-        # Pa3dFL last: its run is the longest, and an earlier build's run of it is in README.md
+            --vary algorithm.name=fedavg,ditto,lg-fedavg,pfedhn
+        # Pa3dFL before the width family: the comparison is about it (with 2 workers each of
+        # these takes 1-2 hours)
         sweep pa3dfl width-fmnist.yaml --vary algorithm.name=pa3dfl
+        sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fjord,fedrolex,local
+        sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
     else # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
         # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
         sweep methods width-fmnist.yaml --set devices.capacity=1 \
@@ -198,6 +199,7 @@ w=algorithm.name
 case $campaign in
 width-hetero)
     paper="weakest/$w=fedavg 87.76 weakest/$w=ditto 86.51 weakest/$w=lg-fedavg 78.21
+        weakest/$w=pfedhn 82.51
         methods/$w=heterofl 85.66 methods/$w=fedrolex 87.40 methods/$w=local 74.98
         methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55"
     ;;

@@ -25,6 +25,7 @@ enum {
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
     SIM_RNG_PA3DFL = 12,      /* Pa3dFL's initial state; index: 0 general factors, 1 personal
                                  factors, 2 frozen global head, 3 hyper-network */
+    SIM_RNG_PFEDHN = 13,      /* pFedHN's hyper-network initialization; index 0 */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -568,6 +568,9 @@ static int load_pa3dfl(fl_pa3dfl_config *c, section *alg, sim_err *err)
     return SIM_OK;
 }
 
+/* pFedHN's evaluated model (fl_pfedhn_config.eval_trained) */
+static const char *const PFEDHN_EVAL[] = {"generated", "trained", NULL};
+
 static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
 static const char *const PEWS_MODES[] = {"learned", "fixed", NULL};
 static const char *const PEWS_THETA[] = {"prob", "binary", NULL};
@@ -698,6 +701,19 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
         if ((rc = need_map(&d, "apfl", err)) ||
             (rc = get_double(&d, "alpha", 0, 1, 0.5, &c->apfl_alpha, err)) ||
             (rc = get_bool(&d, "adapt", 1, &c->apfl_adapt, err)))
+            return rc;
+    }
+    if (!strcmp(c->name, "pfedhn") || sim_yaml_get(s.map, "pfedhn")) {
+        char pre2[96];
+        section d = sub(&s, "pfedhn", pre2, sizeof pre2);
+        fl_pfedhn_config *h = &c->pfedhn;
+        if ((rc = need_map(&d, "pfedhn", err)) ||
+            (rc = get_int(&d, "embed", 1, 4096, 1 + sc->part.n_clients / 4, &h->embed, err)) ||
+            (rc = get_int(&d, "hidden", 1, 4096, 100, &h->hidden, err)) ||
+            (rc = get_int(&d, "layers", 0, FL_PFEDHN_MAX_LAYERS, 1, &h->layers, err)) ||
+            (rc = get_double(&d, "lr", 0, 1e3, 0.1, &h->lr, err)) ||
+            (rc = get_double(&d, "clip", 0, 1e9, 50, &h->clip, err)) ||
+            (rc = get_choice(&d, "eval", PFEDHN_EVAL, 0, &h->eval_trained, err)))
             return rc;
     }
     c->ft_epochs = 1;

@@ -16,7 +16,8 @@
  *   - scenarios/papers.sh keeps finished runs' scenario, metrics and clients files in
  *     scenarios/results/ (not unfinished runs) and takes them back where runs/ lacks them: the
  *     same report, and a sweep keeps those points;
- *   - the same holds for SpaFL, FjORD and FedPeWS, whose server and client states are their own;
+ *   - the same holds for SpaFL, FjORD, FedPeWS, pFedGate, DM-PFL and pFedHN, whose server and
+ *     client states are their own;
  *   - a personalized run's checkpoint holds the last evaluation's mean personalized accuracy (a
  *     resumed run's progress line shows it until the next evaluation, not NaN).
  */
@@ -64,6 +65,8 @@ static const char *const variants[][2] = {
                   "--set algorithm.persistent_momentum=true"},
         /* masks and weights in private state, per-client copies the server tracks, all phases */
         {"dmpfl", "--set algorithm.name=dmpfl --set algorithm.dmpfl.iterations=1"},
+        /* a hyper-network on the server, whole models in private state */
+        {"pfedhn", "--set algorithm.name=pfedhn"},
 };
 
 static int status_of(int st)
