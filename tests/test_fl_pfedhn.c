@@ -75,7 +75,8 @@ static void saved(void *s, float **phi, double **grad, size_t *n_phi)
     msgpack_sbuffer_destroy(&sb);
 }
 
-/* Give the server φ (with no gradient pending); returns load's status. */
+/* Give the server a saved FedAvg-style state [n floats, n zero doubles, 0]: φ with no gradient
+ * pending, or, with n not its φ's length, a foreign state; returns load's status. */
 static int load_phi(void *s, const float *phi, size_t n_phi)
 {
     msgpack_sbuffer sb;
@@ -284,22 +285,7 @@ int main(void)
     msgpack_sbuffer_init(&dense);
     nn_pack_params(&dense, &arch, init);
     CHECK(fl_pfedhn.server_absorb(s, 1, dense.data, dense.size, 1, 1, &err) == SIM_EFORMAT);
-    {
-        msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        double *acc = calloc(nf, sizeof(double));
-        fl_save_sums(&pk, init, acc, 0, nf);
-        msgpack_unpacked u;
-        msgpack_unpacked_init(&u);
-        size_t off = 0;
-        CHECK(msgpack_unpack_next(&u, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS);
-        CHECK(fl_pfedhn.server_load(s, &u.data, &err) == SIM_EFORMAT);
-        msgpack_unpacked_destroy(&u);
-        msgpack_sbuffer_destroy(&sb);
-        free(acc);
-    }
+    CHECK(load_phi(s, init, nf) == SIM_EFORMAT);
 
     msgpack_sbuffer_destroy(&dense);
     msgpack_sbuffer_destroy(&dnow);
