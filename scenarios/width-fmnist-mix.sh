@@ -6,9 +6,9 @@
 # accuracy (each client's model on its own test split, as Table 1 reports).
 #   sh scenarios/width-fmnist-mix.sh [ROUNDS [TARGET]]    (default 20 rounds, target 0.75)
 # Runs go to runs/width-fmnist-mix/METHOD, the overlay and summary to runs/width-fmnist-mix/overlay.
-# The baselines that cannot adapt their width (FedAvg, Ditto) train the model the weakest device
-# holds (pa3dfl-cnn@0.25), as the paper's Hetero setting has them do. About 5 minutes a method per
-# 20 rounds on 2 cores.
+# The baselines that cannot adapt their width (FedAvg, Ditto, LG-FedAvg, pFedHN) train the model the
+# weakest device holds (pa3dfl-cnn@0.25), as the paper's Hetero setting has them do. About 5
+# minutes a method per 20 rounds on 2 cores.
 set -e
 cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # FEDSIM=/path/to/fedsim: a fixed binary, no rebuild
@@ -34,6 +34,8 @@ run fedrolex
 run local --set algorithm.name=local
 run fedavg-weakest --set algorithm.name=fedavg --set model=pa3dfl-cnn@0.25
 run ditto-weakest --set algorithm.name=ditto --set model=pa3dfl-cnn@0.25
+run lg-fedavg-weakest --set algorithm.name=lg-fedavg --set model=pa3dfl-cnn@0.25
+run pfedhn-weakest --set algorithm.name=pfedhn --set model=pa3dfl-cnn@0.25
 # shellcheck disable=SC2086
 $FEDSIM summary $dirs --target "$target" --acc personalized | tee "$out/summary.txt"
 # shellcheck disable=SC2086
