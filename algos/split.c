@@ -388,8 +388,8 @@ static const double *enc_input(const pfedhn *h, int i, int l, double *x)
     return x;
 }
 
-/* Encode client i (h->z); its generated shared part into h->gen (double sums: the same floats in
- * every build). */
+/* Encode client i (h->z); its generated shared part into h->gen. Plain sums in double: small
+ * next to a round's training, and the same floats whatever the BLAS threads. */
 static void hn_generate(pfedhn *h, int i)
 {
     double x[4096];
