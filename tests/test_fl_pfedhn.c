@@ -8,6 +8,7 @@
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "tests/check.h"
+#include "tests/fljob.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -154,32 +155,18 @@ int main(void)
     fl_worker w;
     fl_worker_init(&w);
     fl_result r[2], rc0, rper;
-    msgpack_sbuffer *downs[2] = {&d1, &d2};
-    for (int k = 0; k < 2; k++) {
-        fl_job job = {k + 1, 0, downs[k]->data, downs[k]->size, NULL, 0, (uint64_t)(k + 1) << 32};
-        fl_result_init(&r[k]);
-        CHECK_MSG(fl_pfedhn.client_train(&env, &job, &w, &r[k], &err) == SIM_OK, "train: %s",
-                  err.msg);
-    }
+    for (int k = 0; k < 2; k++)
+        test_job(&fl_pfedhn, &env, s, k + 1, 0, NULL, 0, &r[k], &w);
     fl_job cj = {1, 0, NULL, 0, NULL, 0, (uint64_t)1 << 32};
     fl_result_init(&rc0);
     CHECK(fl_pfedhn.client_train(&envc, &cj, &w, &rc0, &err) == SIM_OK);
     CHECK(rc0.cost.flops == r[0].cost.flops && rc0.up_bytes == r[0].up.size);
-    {
-        void *sp = fl_fedper.server_new(&env, &err);
-        msgpack_sbuffer dp;
-        msgpack_sbuffer_init(&dp);
-        fl_fedper.job_down(sp, 1, 0, &dp);
-        fl_job pj = {1, 0, dp.data, dp.size, NULL, 0, (uint64_t)1 << 32};
-        fl_result_init(&rper);
-        CHECK(fl_fedper.client_train(&env, &pj, &w, &rper, &err) == SIM_OK);
-        CHECK_MSG(rper.cost.flops == r[0].cost.flops && rper.up.size == r[0].up.size,
-                  "pFedHN's job costs FedPer's: %g FLOPs, %zu bytes up", r[0].cost.flops,
-                  r[0].up.size);
-        fl_result_destroy(&rper);
-        msgpack_sbuffer_destroy(&dp);
-        fl_fedper.server_free(sp);
-    }
+    void *sp = fl_fedper.server_new(&env, &err);
+    test_job(&fl_fedper, &env, sp, 1, 0, NULL, 0, &rper, &w);
+    CHECK_MSG(rper.cost.flops == r[0].cost.flops && rper.up.size == r[0].up.size,
+              "pFedHN's job costs FedPer's: %g FLOPs, %zu bytes up", r[0].cost.flops, r[0].up.size);
+    fl_result_destroy(&rper);
+    fl_fedper.server_free(sp);
     CHECK(r[0].priv.size > 0);
 
     /* the gradient the server takes from two replies against central differences */
