@@ -131,6 +131,9 @@ width-hetero | width-ideal)
         # does not say how it meets capacities, so it trains what every client can hold)
         sweep weakest width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
             --vary algorithm.name=fedavg,ditto,lg-fedavg,pfedhn
+        # pFedHN evaluated as FLGo's logger does (each client's model as its last job left it)
+        sweep pfedhn-eval width-fmnist.yaml --set model=pa3dfl-cnn@0.0625 \
+            --set algorithm.name=pfedhn --vary algorithm.pfedhn.eval=trained
         # Pa3dFL before the width family: the comparison is about it (with 2 workers each of
         # these takes 1-2 hours)
         sweep pa3dfl width-fmnist.yaml --vary algorithm.name=pa3dfl
@@ -199,7 +202,7 @@ w=algorithm.name
 case $campaign in
 width-hetero)
     paper="weakest/$w=fedavg 87.76 weakest/$w=ditto 86.51 weakest/$w=lg-fedavg 78.21
-        weakest/$w=pfedhn 82.51
+        weakest/$w=pfedhn 82.51 pfedhn-eval/algorithm.pfedhn.eval=trained 82.51
         methods/$w=heterofl 85.66 methods/$w=fedrolex 87.40 methods/$w=local 74.98
         methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55"
     ;;
