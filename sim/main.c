@@ -494,6 +494,43 @@ static void catch_stop_signals(void)
  * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
  * while the run goes on; they only read the files the run writes. loaded: the scenario already
  * loaded from o (taken over), or NULL to load it here. */
+/* Clients that train a wider model than their devices.capacity affords (a p-wide model costs
+ * about p² of the full one; p counts NAME@p's width too). Capacities derived from a device's
+ * memory and compute are left out: the engine already enforces those (memory fit, time). */
+static int capacity_warning(const sim_scenario *sc, char *msg, size_t cap)
+{
+    const char *at = strchr(sc->model, '@');
+    double pm = at ? strtod(at + 1, NULL) : 1, rmin = 1;
+    int n = sc->part.n_clients, over = 0;
+    for (int c = 0; c < n; c++) {
+        if (sc->capacity_derived && !(sc->devices[c].capacity > 0)) continue;
+        double p = sim_client_width(&sc->spec, c) * pm;
+        if (p * p <= sc->capacity[c] * (1 + 1e-9)) continue;
+        over++;
+        rmin = fmin(rmin, sc->capacity[c]);
+    }
+    if (!over) return 0;
+    double q = 1; /* the widest 1/2^k model such a client can afford */
+    while (q * q > rmin * (1 + 1e-9) && q > 1.0 / 1024)
+        q /= 2;
+    snprintf(msg, cap,
+             "%d of %d clients train a wider model than their devices.capacity r_i affords "
+             "(width² ≤ r_i; r_i down to %.3g): %s does not size %s by capacity here. Every "
+             "client can afford model: %.*s@%g",
+             over, n, rmin, sc->spec.algo->name, sc->model,
+             (int)(at ? (size_t)(at - sc->model) : strlen(sc->model)), sc->model, q);
+    return 1;
+}
+
+/* The algorithm's warning and the capacity one, each on a line of its own. */
+static void print_warnings(const sim_scenario *sc, FILE *f, const char *prefix)
+{
+    char warning[512];
+    if (sc->spec.algo->warn && sc->spec.algo->warn(&sc->spec.env, warning, sizeof warning))
+        fprintf(f, "%s%s\n", prefix, warning);
+    if (capacity_warning(sc, warning, sizeof warning)) fprintf(f, "%s%s\n", prefix, warning);
+}
+
 static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
 {
     sim_err err = {0};
@@ -564,9 +601,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
         sc->spec.on_tick = plot_live_tick;
         sc->spec.tick_arg = &live;
     }
-    char warning[512];
-    if (sc->spec.algo->warn && sc->spec.algo->warn(&sc->spec.env, warning, sizeof warning))
-        fprintf(stderr, "fedsim: warning: %s\n", warning);
+    print_warnings(sc, stderr, "fedsim: warning: ");
     sim_engine *e;
     if (sim_engine_new(&e, &sc->spec, &err)) {
         plot_close(gp);
@@ -740,9 +775,7 @@ static int cmd_check(int argc, char **argv)
         printf("# capacity r_i: %.3g … %.3g, mean %.3g; models trained %.3g … %.3g wide, mean "
                "%.3g (a sparse one counts as √density wide)\n",
                rlo, rhi, rsum / n, wlo, whi, wsum / n);
-    char warning[512];
-    if (sc.spec.algo->warn && sc.spec.algo->warn(&sc.spec.env, warning, sizeof warning))
-        printf("# warning: %s\n", warning);
+    print_warnings(&sc, stdout, "# warning: ");
     /* Each device's row prices the average client's job as the algorithm prices its first
      * client on that device in round 1 (a cost-only job: the width, budget or masks it trains and
      * the messages it exchanges), the training scaled to the average client's samples. */

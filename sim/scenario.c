@@ -826,6 +826,7 @@ static int load_capacity(sim_scenario *sc, section *s, sim_err *err)
             r[c] = (perm[c] + 1.0) / n;
         free(perm);
     } else if (!strcmp(v, "device")) {
+        sc->capacity_derived = 1;
         nn_model m;
         nn_model_init(&m, &sc->arch, 1);
         double mem = (double)nn_model_memory_bytes(&m, sc->cfg.batch_size), ref = 0;

@@ -25,6 +25,7 @@ typedef struct sim_scenario {
     nn_partition part;
     dev_profile *devices; /* one concrete profile per client (owned) */
     double *capacity;     /* per client (owned): `devices.capacity`, see fl_env */
+    int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
     char model[64];
 } sim_scenario;
 

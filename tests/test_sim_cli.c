@@ -2,9 +2,10 @@
  * the golden file byte for byte (tests/golden/tiny.trace; regenerate deliberately with
  * FEDSIM_GOLDEN_UPDATE=1 and review the diff), the same scenario and seed give byte-identical
  * output files, another seed gives others, bad scenarios fail with exit status 2 and a message
- * naming file:line:col and the key, `--help` after a command prints the usage, and OpenBLAS
- * runs on kernels that use the CPU (or the user's, when OPENBLAS_CORETYPE names them). The binary
- * is $FEDSIM_BIN (make test sets it). */
+ * naming file:line:col and the key, settings that may not be what was meant are warned of
+ * (pFedGate budgets, capacities a model exceeds), `--help` after a command prints the usage, and
+ * OpenBLAS runs on kernels that use the CPU (or the user's, when OPENBLAS_CORETYPE names them). The
+ * binary is $FEDSIM_BIN (make test sets it). */
 #include "sim/units.h"
 #include "tests/check.h"
 #include "tests/files.h"
@@ -431,6 +432,49 @@ int main(void)
     txt = test_slurp(opts, &len);
     CHECK_MSG(txt && strstr(txt, "fedsim: warning: pfedgate: 8 of 8 clients"),
               "fedsim run warns: %s", txt ? txt : "(nothing)");
+    free(txt);
+    /* and of clients that train more than their devices.capacity affords (width² > r_i): an
+     * explicit capacity (uniform r_i = 1/8 … 1, a number, a profile's) that the algorithm does
+     * not size by; never of one derived from memory and compute, which the engine enforces */
+    static const struct {
+        const char *sets, *want; /* want NULL: no capacity warning */
+    } cap[] = {
+            {"--set devices.capacity=uniform",
+             "7 of 8 clients train a wider model than their devices.capacity r_i affords (width² "
+             "≤ r_i; r_i down to 0.125): fedavg does not size fedpews-mlp by capacity here. Every "
+             "client can afford model: fedpews-mlp@0.25\n"},
+            {"--set devices.capacity=0.5", "8 of 8 clients train"},
+            {"--set devices.profiles.slow.capacity=0.25", "4 of 8 clients train"},
+            {"--set devices.capacity=uniform --set model=fedpews-mlp@0.25", NULL},
+            {"--set devices.capacity=uniform --set model=fedpews-mlp@0.5", "1 of 8 clients"},
+            {"--set devices.capacity=uniform --set algorithm.name=heterofl "
+             "--set algorithm.width.by=capacity",
+             NULL},
+            {"--set algorithm.name=heterofl --set algorithm.width.p=0.5 "
+             "--set devices.capacity=0.25",
+             NULL},
+            {"--set algorithm.name=heterofl --set algorithm.width.p=0.5 "
+             "--set devices.capacity=0.2",
+             "8 of 8 clients"},
+            {"", NULL},
+    };
+    for (size_t k = 0; k < sizeof cap / sizeof cap[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s check scenarios/tiny.yaml %s > %s", bin, cap[k].sets, opts);
+        CHECK(system(cmd) == 0);
+        txt = test_slurp(opts, &len);
+        const char *w = txt ? strstr(txt, "# warning: ") : NULL;
+        CHECK_MSG(txt && (cap[k].want ? w && strstr(w, cap[k].want) == w + 11 : !w),
+                  "fedsim check %s: %s", cap[k].sets, w ? w : "(no warning)");
+        free(txt);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml --set devices.capacity=0.5 --set rounds=1 --cost-only -q "
+             "--plots none --out %s/cap-warn > /dev/null 2> %s",
+             bin, dir, opts);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(opts, &len);
+    CHECK_MSG(txt && strstr(txt, "fedsim: warning: 8 of 8 clients train a wider model"),
+              "fedsim run warns of capacities: %s", txt ? txt : "(nothing)");
     free(txt);
     /* --help after a command prints the usage on stdout and runs nothing */
     snprintf(opts, sizeof opts, "%s/help.txt", dir);
