@@ -222,6 +222,22 @@ static int same_words(const char *a, const char *b)
 /* A run of DM-PFL+ (FedAvg-FT) reports in its acc_base_* columns exactly what a run of DM-PFL
  * (FedAvg) reports as its own personalized accuracy: the training is the same, only the
  * evaluation differs; the methods' own columns differ, and a method without a base has none. */
+/* A one-round cost-only run of the tiny scenario with SETS prints `want` on stderr. */
+static void run_warns(const char *sets, const char *want)
+{
+    char cmd[1024], errp[128];
+    snprintf(errp, sizeof errp, "%s/warn.txt", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml %s --set rounds=1 --cost-only -q --plots none --out "
+             "%s/warn > /dev/null 2> %s",
+             bin, sets, dir, errp);
+    CHECK(system(cmd) == 0);
+    size_t len;
+    char *txt = test_slurp(errp, &len);
+    CHECK_MSG(txt && strstr(txt, want), "fedsim run %s warns: %s", sets, txt ? txt : "(nothing)");
+    free(txt);
+}
+
 static void test_base(void)
 {
     static const struct {
@@ -423,16 +439,8 @@ int main(void)
                   txt && strstr(txt, "# warning") ? strstr(txt, "# warning") : "(no warning)");
         free(txt);
     }
-    snprintf(cmd, sizeof cmd,
-             "%s run scenarios/tiny.yaml --set algorithm.name=pfedgate --set "
-             "algorithm.pfedgate.s=0.1 "
-             "--set rounds=1 --cost-only -q --plots none --out %s/pg-warn > /dev/null 2> %s",
-             bin, dir, opts);
-    CHECK(system(cmd) == 0);
-    txt = test_slurp(opts, &len);
-    CHECK_MSG(txt && strstr(txt, "fedsim: warning: pfedgate: 8 of 8 clients"),
-              "fedsim run warns: %s", txt ? txt : "(nothing)");
-    free(txt);
+    run_warns("--set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.1",
+              "fedsim: warning: pfedgate: 8 of 8 clients");
     /* and of clients that train more than their devices.capacity affords (width² > r_i): an
      * explicit capacity (uniform r_i = 1/8 … 1, a number, a profile's) that the algorithm does
      * not size by; never of one derived from memory and compute, which the engine enforces */
@@ -467,15 +475,7 @@ int main(void)
                   "fedsim check %s: %s", cap[k].sets, w ? w : "(no warning)");
         free(txt);
     }
-    snprintf(cmd, sizeof cmd,
-             "%s run scenarios/tiny.yaml --set devices.capacity=0.5 --set rounds=1 --cost-only -q "
-             "--plots none --out %s/cap-warn > /dev/null 2> %s",
-             bin, dir, opts);
-    CHECK(system(cmd) == 0);
-    txt = test_slurp(opts, &len);
-    CHECK_MSG(txt && strstr(txt, "fedsim: warning: 8 of 8 clients train a wider model"),
-              "fedsim run warns of capacities: %s", txt ? txt : "(nothing)");
-    free(txt);
+    run_warns("--set devices.capacity=0.5", "fedsim: warning: 8 of 8 clients train a wider model");
     /* --help after a command prints the usage on stdout and runs nothing */
     snprintf(opts, sizeof opts, "%s/help.txt", dir);
     snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --help > %s", bin, opts);
