@@ -9,12 +9,15 @@
  * client recovers its p-wide weights with small GEMMs (pa3dfl.h), trains the nn model narrowed to
  * p on them through the frozen random global head H_g (cross-entropy L_g), trains the generated
  * local head on the detached penultimate features (L_c), adds λ·Eq. 32 on the conv factors, and
- * chains the weight gradients back into u and v for one plain SGD step (spec A19: no momentum, no
- * weight decay). Its FLOPs are the model's GEMMs as the kernels ran them plus every recovery, its
- * backward, Eq. 32 and the local head. It then picks α on its validation samples for its test
- * model (1−α)·M_0 + α·M_1 (M_0: received weights with H_g; M_1: trained with its local head,
- * interpolated as recovered dense weights, spec §2.11) and keeps that model as private state,
- * which personalized evaluation reads. It uploads u and its kept personal entries.
+ * chains the gradients back into u and v for one plain SGD step (spec A19: no momentum, no
+ * weight decay): from the weight gradients, or, for a linear layer whose R1 is large against the
+ * batch (p_min = 1 makes R1 = T), from its input and output gradient without forming the weight
+ * gradient (fl_p3_batch_form; the same gradients in 9× fewer FLOPs for fc1 at p_min = 1). Its FLOPs
+ * are the model's GEMMs as the kernels ran them plus every recovery, the chain back, Eq. 32 and the
+ * local head. It then picks α on its validation samples for its test model (1−α)·M_0 + α·M_1 (M_0:
+ * received weights with H_g; M_1: trained with its local head, interpolated as recovered dense
+ * weights, spec §2.11) and keeps that model as private state, which personalized evaluation reads.
+ * It uploads u and its kept personal entries.
  *
  * Decisions beyond the spec's own (see scenarios/README.md for the keys):
  * - α is chosen on the client's validation split (partition.local_val, the paper's 60 of 600
@@ -490,8 +493,8 @@ static int pa3dfl_load(void *p, const msgpack_object *o, sim_err *err)
  * backward, Eq. 32, and the local head's forward and weight gradient. */
 static double extra_step_flops(const fl_p3_net *d, int kb, int nb, double lambda)
 {
-    return 3 * fl_p3_compose_flops(d, kb) + (lambda > 0 ? fl_p3_orth_flops(d) : 0) +
-           4.0 * nb * (d->d_pen / d->nb * kb) * d->K;
+    return fl_p3_compose_flops(d, kb) + fl_p3_backward_flops(d, kb, nb) +
+           (lambda > 0 ? fl_p3_orth_flops(d) : 0) + 4.0 * nb * (d->d_pen / d->nb * kb) * d->K;
 }
 
 /* Training samples held out to choose α: none where the partition has validation splits. */
@@ -527,13 +530,17 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
     const nn_dataset *vd;
     alpha_samples(env, job->client, &vd, &nv);
     int64_t steps = nt > 0 ? fl_job_steps(env, nt) : 0;
+    float *take = sim_xmalloc(sizeof(float) * fl_p3_take_floats(d, m->max_batch));
     for (int64_t st = 0; st < steps; st++) {
         int nb = fl_job_batch(st, nt, B);
         nn_cost c;
+        fl_p3_take(d, m, kb, nb, take); /* the layers in batch form compute no weight gradient */
         nn_model_step_cost(m, nb, &c);
         res->cost.flops += c.flops + extra_step_flops(d, kb, nb, cfg->pa3dfl.lambda);
         res->cost.samples += nb;
     }
+    fl_p3_take(d, m, kb, 0, NULL);
+    free(take);
     res->cost.flops += fl_p3_compose_flops(d, kb); /* the trained model, for the test model */
     if (nv > 0) {                                  /* the received one, and the α grid */
         nn_cost c;
@@ -635,10 +642,12 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
     float *hl = v + d->n_v, *dhl = dv + d->n_v;
     float *logits = sim_xmalloc(sizeof(float) * 2 * (size_t)cfg->batch_size * K);
     float *dlogits = logits + (size_t)cfg->batch_size * K;
+    float *take = sim_xmalloc(sizeof(float) * fl_p3_take_floats(d, m->max_batch));
     fl_loop L;
     int looped = fl_loop_start(&L, &tenv, job, m);
     for (int nb; looped && (nb = fl_loop_next(&L));) {
         fl_p3_compose(d, a, kb, u, v, m->params);
+        fl_p3_take(d, m, kb, nb, take);
         nn_model_zero_grad(m);
         L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1); /* L_g, through H_g */
         nn_model_backward(m);
@@ -649,13 +658,15 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
         nn_linear_backward(NULL, dhl, d->d_pen, dhl + (size_t)K * d->d_pen, dlogits, feat, hl,
                            d->d_pen, nb, dk, K);
         memset(du, 0, sizeof(float) * d->n_u);
-        fl_p3_compose_backward(d, a, kb, u, v, m->grads, du, dv);
+        fl_p3_compose_backward(d, m, kb, nb, u, v, du, dv);
         if (lambda > 0) fl_p3_orth(d, lambda, u, du);
         extra += extra_step_flops(d, kb, nb, lambda);
         for (size_t j = 0; j < d->n_u; j++)
             u[j] -= (float)L.lr * du[j];
         fl_p3_sgd_kept(d, kb, (float)L.lr, v, dv);
     }
+    fl_p3_take(d, m, kb, 0, NULL);
+    free(take);
     free(logits);
     free(counts);
 

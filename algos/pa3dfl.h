@@ -36,6 +36,7 @@ typedef struct fl_p3_layer {
     int S, T, kk;   /* inputs, outputs, kernel positions */
     int R1, R2, nb; /* Eq. 14; nb = T/R1 blocks */
     int first;      /* the input layer: its inputs are never pruned */
+    int lin;        /* a linear layer (its factor gradients may come in batch form) */
     size_t u_off;   /* in the general vector */
     size_t v_off;   /* in the personal (gen-space) vector */
 } fl_p3_layer;
@@ -62,16 +63,30 @@ void fl_p3_gather(const fl_p3_net *d, int kb, const float *full, float *kept);
 void fl_p3_scatter(const fl_p3_net *d, int kb, const float *kept, float *full);
 /* SGD on the kept entries of a full personal vector: v −= lr·dv there, and dv = 0 there. */
 void fl_p3_sgd_kept(const fl_p3_net *d, int kb, float lr, float *v, float *dv);
-/* FLOPs of one recovery at kb blocks (its backward costs twice as much). */
+/* FLOPs of one recovery at kb blocks (its backward from the weight gradient, twice as much). */
 double fl_p3_compose_flops(const fl_p3_net *d, int kb);
 /* Write the recovered weights of every decomposed layer, for kb blocks, into the live block of
  * the model arena params (layout of the architecture d was built from). Returns the FLOPs. */
 double fl_p3_compose(const fl_p3_net *d, const nn_arch *a, int kb, const float *u, const float *v,
                      float *params);
-/* Chain the gradients of those weights (grads, same layout) into du (n_u) and dv (gen space, kept
- * entries only) by +=. Returns the FLOPs. */
-double fl_p3_compose_backward(const fl_p3_net *d, const nn_arch *a, int kb, const float *u,
-                              const float *v, const float *grads, float *du, float *dv);
+/* Whether linear layer q's factor gradients at kb blocks and batch B cost less in batch form,
+ * from the layer's input x and output gradient dy (dU = Σ_j dy_jᵀ·(x·v_jᵀ), dv_j = (dy_j·u)ᵀ·x:
+ * O(B·R2·(S' + R1)) a block, and no weight gradient), than from the weight gradient (O(R1·R2·S')
+ * a block, after the O(B·R1·S') of dW): when R1 ≫ B, as with p_min = 1. */
+int fl_p3_batch_form(const fl_p3_layer *q, int kb, int B);
+/* Floats of the output gradients fl_p3_take lends a model of max_batch B. */
+size_t fl_p3_take_floats(const fl_p3_net *d, int B);
+/* Before a forward of B samples at kb blocks: the layers in batch form hand their output gradient
+ * to arena (fl_p3_take_floats(d, m->max_batch) floats) instead of computing a weight gradient
+ * (nn_model_take_grad_out); arena NULL gives every layer back its weight gradient. */
+void fl_p3_take(const fl_p3_net *d, nn_model *m, int kb, int B, float *arena);
+/* After the backward of that forward: chain the gradients into du (n_u) and dv (gen space, kept
+ * entries only) by +=, from m's weight gradients (m->grads) or, for the layers in batch form,
+ * from their inputs and the output gradients m->grad_out holds. Returns the FLOPs. */
+double fl_p3_compose_backward(const fl_p3_net *d, const nn_model *m, int kb, int B, const float *u,
+                              const float *v, float *du, float *dv);
+/* What fl_p3_compose_backward costs at kb blocks and batch B. */
+double fl_p3_backward_flops(const fl_p3_net *d, int kb, int B);
 /* Eq. 32 over the conv layers: returns λ·Σ‖uᵀu − diag(uᵀu)‖²_F and adds its gradient to du. */
 double fl_p3_orth(const fl_p3_net *d, double lambda, const float *u, float *du);
 /* What fl_p3_orth costs. */

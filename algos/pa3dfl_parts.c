@@ -33,6 +33,7 @@ int fl_p3_net_build(fl_p3_net *d, const nn_arch *a, double p_min, sim_err *err)
         q->T = l->oc;
         q->kk = l->op == NN_CONV ? l->k * l->k : 1;
         q->first = d->n == 0;
+        q->lin = l->op == NN_LINEAR;
         if (l->oc % d->nb)
             return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
                             "pa3dfl: %d channels of layer %d do not split into 1/p_min = %d blocks",
@@ -122,13 +123,17 @@ void fl_p3_sgd_kept(const fl_p3_net *d, int kb, float lr, float *v, float *dv)
     visit_kept(d, kb, STEP, lr, v, dv);
 }
 
+/* FLOPs of layer q's recovery at kb blocks. */
+static double layer_compose_flops(const fl_p3_layer *q, int kb)
+{
+    return 2.0 * kb * q->R1 * kept_in(q, kb) * q->kk * q->R2;
+}
+
 double fl_p3_compose_flops(const fl_p3_net *d, int kb)
 {
     double f = 0;
-    for (int k = 0; k < d->n; k++) {
-        const fl_p3_layer *q = &d->l[k];
-        f += 2.0 * kb * q->R1 * kept_in(q, kb) * q->kk * q->R2;
-    }
+    for (int k = 0; k < d->n; k++)
+        f += layer_compose_flops(&d->l[k], kb);
     return f;
 }
 
@@ -162,15 +167,83 @@ double fl_p3_compose(const fl_p3_net *d, const nn_arch *a, int kb, const float *
     return fl_p3_compose_flops(d, kb);
 }
 
-double fl_p3_compose_backward(const fl_p3_net *d, const nn_arch *a, int kb, const float *u,
-                              const float *v, const float *grads, float *du, float *dv)
+/* FLOPs of layer q's factor gradients in batch form (four GEMMs a block). */
+static double layer_batch_flops(const fl_p3_layer *q, int kb, int B)
+{
+    return 4.0 * kb * B * q->R2 * (kept_in(q, kb) + q->R1);
+}
+
+int fl_p3_batch_form(const fl_p3_layer *q, int kb, int B)
+{
+    double dw = 2.0 * B * kb * q->R1 * kept_in(q, kb); /* the weight gradient it spares */
+    return q->lin && layer_batch_flops(q, kb, B) < 2 * layer_compose_flops(q, kb) + dw;
+}
+
+size_t fl_p3_take_floats(const fl_p3_net *d, int B)
+{
+    size_t n = 0;
+    for (int k = 0; k < d->n; k++)
+        n += d->l[k].lin ? (size_t)B * d->l[k].T : 0;
+    return n;
+}
+
+void fl_p3_take(const fl_p3_net *d, nn_model *m, int kb, int B, float *arena)
 {
     for (int k = 0; k < d->n; k++) {
         const fl_p3_layer *q = &d->l[k];
+        if (!q->lin) continue;
+        nn_model_take_grad_out(m, q->li, arena && fl_p3_batch_form(q, kb, B) ? arena : NULL);
+        if (arena) arena += (size_t)m->max_batch * q->T;
+    }
+}
+
+double fl_p3_backward_flops(const fl_p3_net *d, int kb, int B)
+{
+    double f = 0;
+    for (int k = 0; k < d->n; k++)
+        f += fl_p3_batch_form(&d->l[k], kb, B) ? layer_batch_flops(&d->l[k], kb, B)
+                                               : 2 * layer_compose_flops(&d->l[k], kb);
+    return f;
+}
+
+/* dU += Σ_j dy_jᵀ·(x·v_jᵀ) and dv_j += (dy_j·u)ᵀ·x for linear layer q, from its input x (B × S')
+ * and output gradient dy (B × kb·R1; block j is columns j·R1 …). */
+static void batch_backward(const fl_p3_layer *q, int kb, int B, const float *x, const float *dy,
+                           const float *U, const float *V, float *dU, float *dV)
+{
+    int Sk = kept_in(q, kb), ldv = q->nb * q->S, ldy = kb * q->R1;
+    float *z = sim_xmalloc(sizeof(float) * 2 * (size_t)B * q->R2), *g = z + (size_t)B * q->R2;
+    for (int j = 0; j < kb; j++) {
+        const float *Vj = V + (size_t)j * q->S, *dyj = dy + (size_t)j * q->R1;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, q->R2, Sk, 1, x, Sk, Vj, ldv, 0, z,
+                    q->R2);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, q->R1, q->R2, B, 1, dyj, ldy, z, q->R2,
+                    1, dU, q->R2);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, q->R2, q->R1, 1, dyj, ldy, U,
+                    q->R2, 0, g, q->R2);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, q->R2, Sk, B, 1, g, q->R2, x, Sk, 1,
+                    dV + (size_t)j * q->S, ldv);
+    }
+    free(z);
+}
+
+double fl_p3_compose_backward(const fl_p3_net *d, const nn_model *m, int kb, int B, const float *u,
+                              const float *v, float *du, float *dv)
+{
+    const nn_arch *a = &m->arch;
+    for (int k = 0; k < d->n; k++) {
+        const fl_p3_layer *q = &d->l[k];
         int Sk = kept_in(q, kb), ldv = q->nb * q->S, ldw;
-        const float *G = weights(a, q, (float *)(uintptr_t)grads, &ldw);
         const float *U = u + q->u_off, *V = v + q->v_off;
         float *dU = du + q->u_off, *dV = dv + q->v_off;
+        if (m->grad_out[q->li]) { /* fl_p3_take chose the batch form */
+            int cols;
+            const float *x = nn_model_layer_input(m, q->li, &cols);
+            assert(cols == Sk && fl_p3_batch_form(q, kb, B));
+            batch_backward(q, kb, B, x, m->grad_out[q->li], U, V, dU, dV);
+            continue;
+        }
+        const float *G = weights(a, q, m->grads, &ldw);
         for (int j = 0; j < kb; j++) {
             const float *Vj = V + (size_t)j * q->S;
             float *dVj = dV + (size_t)j * q->S;
@@ -191,7 +264,7 @@ double fl_p3_compose_backward(const fl_p3_net *d, const nn_arch *a, int kb, cons
                 }
         }
     }
-    return 2 * fl_p3_compose_flops(d, kb);
+    return fl_p3_backward_flops(d, kb, B);
 }
 
 double fl_p3_orth_flops(const fl_p3_net *d)

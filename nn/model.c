@@ -1049,7 +1049,7 @@ float nn_model_forward_soft(nn_model *m, const float *x, const float *q, int B)
 static int step_fuses(const nn_model *m, int i, const nn_sgd *opt)
 {
     const nn_layer *l = &m->arch.l[i];
-    if (opt->clip_norm > 0 || l->op != NN_LINEAR || m->work->gathered[i] ||
+    if (opt->clip_norm > 0 || l->op != NN_LINEAR || m->work->gathered[i] || m->grad_out[i] ||
         !m->arch.layout.t[l->wt].trainable)
         return 0;
     int ni, no;
@@ -1124,6 +1124,11 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
             } else if (conv) {
                 nn_conv_backward(dxp, dw, lddw, dbk, w->kept[i], w->col, dy, in, w->wp[i],
                                  w->ldw[i], B, ni, l->h, l->w, nl, l->k, l->s, l->p);
+            } else if (m->grad_out[i]) { /* the caller takes dy; no dW */
+                assert(nl == no && !w->gathered[i]);
+                memcpy(m->grad_out[i], dy, sizeof(float) * (size_t)B * no);
+                nn_linear_backward(dxp, NULL, 0, dbk, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
+                                   no);
             } else if (fused && fused[l->wt]) {
                 size_t off = (size_t)(w->wp[i] - m->params);
                 nn_linear_backward(dxp, NULL, 0, db, dy, in, w->wp[i], w->ldw[i], B, ni * l->blk,
@@ -1136,8 +1141,8 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
             }
             for (int k = 0; dbk != db && k < nl; k++)
                 db[w->rl[i][k]] += dbk[k];
-            add_cost(&m->cost, gemm_flops(l, ni, no, B) * (dxp ? 2 : 1), m->emask[l->wt] != NULL,
-                     w->dens[i]);
+            add_cost(&m->cost, gemm_flops(l, ni, no, B) * (!!dxp + !m->grad_out[i]),
+                     m->emask[l->wt] != NULL, w->dens[i]);
             if (w->gathered[i]) scatter_dw(m, i);
             if (db_gathered)
                 for (int r = 0; r < no; r++)
@@ -1257,10 +1262,25 @@ static void model_cost(const nn_model *m, int B, int train, nn_cost *c)
         out_list(m, i, &no);
         int masked = m->emask[l->wt] != NULL;
         double dens = block_density(m, i), f = gemm_flops(l, ni, no, B);
-        /* forward, dW, and dx except at the input */
-        add_cost(c, train ? f * (i ? 3 : 2) : f, masked, dens);
+        /* forward, dW (unless the caller takes dy instead), and dx except at the input */
+        add_cost(c, train ? f * (1 + !m->grad_out[i] + !!i) : f, masked, dens);
     }
     c->samples = B;
+}
+
+void nn_model_take_grad_out(nn_model *m, int li, float *buf)
+{
+    assert(li >= 0 && li < m->arch.n && (!buf || m->arch.l[li].op == NN_LINEAR));
+    m->grad_out[li] = buf;
+}
+
+const float *nn_model_layer_input(const nn_model *m, int li, int *cols)
+{
+    assert(m->arch.l[li].op == NN_LINEAR);
+    int ni;
+    in_list(m, li, &ni);
+    *cols = ni * m->arch.l[li].blk;
+    return li ? m->work->out[li - 1] : m->work->in;
 }
 
 void nn_model_step_cost(const nn_model *m, int B, nn_cost *c)

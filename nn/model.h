@@ -113,6 +113,7 @@ typedef struct nn_model {
                                  not required; NULL for other layers */
     int nlist[NN_MAX_LAYERS]; /* their lengths */
     const uint8_t *emask[NN_MAX_TENSORS]; /* borrowed element masks (n = rows·cols) or NULL */
+    float *grad_out[NN_MAX_LAYERS];       /* borrowed (nn_model_take_grad_out) or NULL */
     nn_cost cost;                         /* accumulated by forward/backward; reset by the caller */
     float narrow_scale;   /* HeteroFL's Scaler: every forward multiplies the conv/linear output of
                              each narrowable layer by this (1/p for a p-wide sub-model, so its
@@ -175,6 +176,12 @@ void nn_model_set_row_masks(nn_model *m, const uint8_t *const *keep);
 void nn_model_set_mask(nn_model *m, int ti, const uint8_t *mask);
 /* Borrow the element masks of every tensor at once (masks[t], NULL for none): one refresh. */
 void nn_model_set_masks(nn_model *m, const uint8_t *const *masks);
+/* For a linear layer li: every backward writes dL/d(output), (B, active outputs), into buf (NULL:
+ * no more) and computes no weight gradient for it, for callers that hold the weight in factored
+ * form and get its factors' gradients cheaper from the layer's input and output gradient. */
+void nn_model_take_grad_out(nn_model *m, int li, float *buf);
+/* The input of linear layer li in the last forward, (B, *cols): its active input features. */
+const float *nn_model_layer_input(const nn_model *m, int li, int *cols);
 /* Back to the full dense model. */
 void nn_model_reset_narrowing(nn_model *m);
 

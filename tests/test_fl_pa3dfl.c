@@ -1,11 +1,13 @@
 /* tests/test_fl_pa3dfl.c -- Pa3dFL (algos/pa3dfl.c, algos/pa3dfl_parts.c): the decomposition of
  * the Fashion CNN has spec 004 §2.7's shapes, recovery MACs and §2.12's payloads at every width; a
  * recovered weight is u_i·v_j at channel j·R1 + i; the factorized layers' gradients (through the
- * narrowed model, with Eq. 32) and the hyper-network's pass a finite-difference check, and a broken
- * one does not; the server averages the general factors unweighted; messages are as long as their
- * encodings and cost-only jobs report the real FLOPs and bytes; a few rounds on synthetic data
- * beat chance, with the hyper-network and without (the ablation keeps the personal part in the
- * private state, and only u travels); server state survives a checkpoint round trip. */
+ * narrowed model, with Eq. 32), chained from the weight gradients or in batch form from the linear
+ * layers' inputs and output gradients (which then cost no weight gradient), and the
+ * hyper-network's pass a finite-difference check and agree, and a broken one does not; the server
+ * averages the general factors unweighted; messages are as long as their encodings and cost-only
+ * jobs report the real FLOPs and bytes; a few rounds on synthetic data beat chance, with the
+ * hyper-network and without (the ablation keeps the personal part in the private state, and only u
+ * travels); server state survives a checkpoint round trip. */
 #include "algos/algo.h"
 #include "algos/pa3dfl.h"
 #include "nn/pack.h"
@@ -154,39 +156,96 @@ int main(void)
         /* block 2 is pruned at kb 2: its channels stay untouched */
         CHECK(m.params[t->off + (size_t)(2 * q->R1) * t->cols] == 0);
     }
+    /* the factor gradients from the weight gradients (recovery form), then with the linear
+     * layers in batch form (R1 ≫ B here): both pass the check and agree */
     {
         float *x = malloc(sizeof(float) * B * 64);
         int32_t y[] = {1, 7, 3};
         for (int j = 0; j < B * 64; j++)
             x[j] = (float)sim_rng_uniform(&r);
-        fctx c = {&d, &a, &m, kb, B, u, v, x, y, 0.1, 0};
-        float *du = calloc(d.n_u, sizeof(float)), *dv = calloc(d.n_gen, sizeof(float));
-        floss(&c);
-        c.pattern = nn_model_pattern(&m);
-        nn_model_zero_grad(&m);
-        nn_model_backward(&m);
-        fl_p3_compose_backward(&d, &a, kb, u, v, m.grads, du, dv);
-        fl_p3_orth(&d, c.lambda, u, du);
-        int kinks = 0;
-        /* the step: the float loss (≈ 2.3) is rounded to ≈ 3e-7, so a central difference carries
-         * ≈ 3e-7 / h of noise: 1.5e-4 at h = 1e-3, above the 1e-4 absolute tolerance (one
-         * coordinate failed or passed with the BLAS build's rounding), 5e-5 at 3e-3 */
-        const double h = 3e-3;
-        CHECK(gc_check_region("u", u, du, d.n_u, floss, fsame, &c, 80, h, 1e-2, 1e-4, 1, &kinks) ==
-              0);
-        /* the kept v of each layer (the first block's first row) and a pruned block (grad 0) */
-        for (int k = 0; k < d.n; k++)
-            CHECK(gc_check_region("v", v + d.l[k].v_off, dv + d.l[k].v_off, (size_t)d.l[k].S, floss,
-                                  fsame, &c, 20, h, 1e-2, 1e-4, 2 + k, &kinks) == 0);
-        size_t pruned = d.l[2].v_off + 3 * (size_t)d.l[2].S; /* fc1, block 3 */
-        CHECK(gc_check_region("v pruned", v + pruned, dv + pruned, (size_t)d.l[2].S, floss, fsame,
-                              &c, 10, h, 1e-2, 1e-4, 9, &kinks) == 0);
-        CHECK(kinks < 20);
-        /* a broken chain is caught */
+        /* recovered weights of scale 1/√fan-in (0.3² · R2 · σ² = 1/fan-in for v ~ N(0, σ²)), so
+         * the activations and the loss stay O(1) and float central differences are accurate */
+        for (int k = 0; k < d.n; k++) {
+            const fl_p3_layer *q = &d.l[k];
+            float f = (float)(1 / (0.09 * sqrt((double)q->R2 * q->S * q->kk)));
+            for (size_t j = 0; j < (size_t)q->R2 * q->nb * q->S; j++)
+                v[q->v_off + j] *= f;
+        }
+        /* and a head that is not zero, so the loss depends on the factorized layers (with the
+         * zero head the arena starts with, only Eq. 32 would carry a gradient) */
+        const nn_tensor *ht = &a.layout.t[a.l[d.head_li].wt];
+        for (int j = 0; j < ht->rows * ht->cols; j++)
+            m.params[ht->off + j] = (float)(sim_rng_normal(&r) * 0.3);
+        float *take = malloc(sizeof(float) * fl_p3_take_floats(&d, m.max_batch));
+        float *du[2], *dv[2];
+        double back[2];
+        for (int batch = 0; batch < 2; batch++) {
+            fctx c = {&d, &a, &m, kb, B, u, v, x, y, 0.1, 0};
+            du[batch] = calloc(d.n_u, sizeof(float)), dv[batch] = calloc(d.n_gen, sizeof(float));
+            fl_p3_take(&d, &m, kb, B, batch ? take : NULL);
+            for (int k = 0; k < d.n; k++)
+                CHECK(!!m.grad_out[d.l[k].li] == (batch && d.l[k].lin) &&
+                      fl_p3_batch_form(&d.l[k], kb, B) == d.l[k].lin);
+            floss(&c);
+            c.pattern = nn_model_pattern(&m);
+            nn_model_zero_grad(&m);
+            m.cost = (nn_cost){0};
+            nn_model_backward(&m);
+            back[batch] = m.cost.flops;
+            nn_model_step_cost(&m, B, &m.cost);
+            double fwd = m.cost.flops - back[batch]; /* forward, as step_cost counts it */
+            m.cost = (nn_cost){0};
+            nn_model_forward_cost(&m, B, &m.cost);
+            CHECK_MSG(fabs(fwd - m.cost.flops) < 1, "batch %d: backward %g + forward %g counted",
+                      batch, back[batch],
+                      m.cost.flops); /* no dW counted for the layers in batch form */
+            CHECK(fl_p3_compose_backward(&d, &m, kb, B, u, v, du[batch], dv[batch]) ==
+                  fl_p3_backward_flops(&d, kb, B));
+            fl_p3_orth(&d, c.lambda, u, du[batch]);
+            {
+                double a0 = 0, a1 = 0;
+                for (size_t j = 0; j < d.n_gen; j++)
+                    a0 += fabs(dv[batch][j]);
+                for (size_t j = 0; j < d.n_u; j++)
+                    a1 += fabs(du[batch][j]);
+                printf("batch %d: |dv| %g |du| %g loss %g\n", batch, a0, a1, floss(&c));
+            }
+            int kinks = 0;
+            /* the step: the float loss (≈ 2.3) is rounded to ≈ 3e-7, so a central difference
+             * carries ≈ 3e-7 / h of noise: 1.5e-4 at h = 1e-3, above the 1e-4 absolute tolerance
+             * (one coordinate failed or passed with the BLAS build's rounding), 5e-5 at 3e-3 */
+            const double h = 3e-3;
+            CHECK(gc_check_region("u", u, du[batch], d.n_u, floss, fsame, &c, 80, h, 1e-2, 1e-4, 1,
+                                  &kinks) == 0);
+            /* the kept v of each layer (the first block's first row) and a pruned block (grad 0) */
+            for (int k = 0; k < d.n; k++)
+                CHECK(gc_check_region("v", v + d.l[k].v_off, dv[batch] + d.l[k].v_off,
+                                      (size_t)d.l[k].S, floss, fsame, &c, 20, h, 1e-2, 1e-4, 2 + k,
+                                      &kinks) == 0);
+            size_t pruned = d.l[2].v_off + 3 * (size_t)d.l[2].S; /* fc1, block 3 */
+            CHECK(gc_check_region("v pruned", v + pruned, dv[batch] + pruned, (size_t)d.l[2].S,
+                                  floss, fsame, &c, 10, h, 1e-2, 1e-4, 9, &kinks) == 0);
+            CHECK(kinks < 20);
+        }
+        double dw = 0; /* the weight gradients the batch form spares: fc1's and fc2's */
+        for (int k = 2; k < d.n; k++)
+            dw += 2.0 * B * kb * d.l[k].R1 * (d.l[k].S / d.nb * kb);
+        CHECK_MSG(back[0] - back[1] == dw, "backward FLOPs %g and %g, dW %g", back[0], back[1], dw);
+        double worst = 0;
         for (size_t j = 0; j < d.n_u; j++)
-            du[j] *= 1.5f;
-        CHECK(gc_check("u broken", u, du, d.n_u, floss, &c, 20, h, 1e-2, 1e-4, 1) > 0);
-        free(du), free(dv), free(x);
+            worst = fmax(worst, fabs(du[0][j] - du[1][j]) / (1e-3 + fabs(du[0][j])));
+        for (size_t j = 0; j < d.n_gen; j++)
+            worst = fmax(worst, fabs(dv[0][j] - dv[1][j]) / (1e-3 + fabs(dv[0][j])));
+        CHECK_MSG(worst < 1e-3, "recovery and batch forms differ by %g", worst);
+        fl_p3_take(&d, &m, kb, B, NULL);
+        /* a broken chain is caught */
+        fctx c = {&d, &a, &m, kb, B, u, v, x, y, 0.1, 0};
+        for (size_t j = 0; j < d.n_u; j++)
+            du[0][j] *= 1.5f;
+        CHECK(gc_check("u broken", u, du[0], d.n_u, floss, &c, 20, 3e-3, 1e-2, 1e-4, 1) > 0);
+        for (int batch = 0; batch < 2; batch++)
+            free(du[batch]), free(dv[batch]);
+        free(take), free(x);
     }
 
     /* hyper-network gradients, with random decoders and temperatures so every path carries one;
