@@ -661,9 +661,14 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
         fl_p3_compose_backward(d, m, kb, nb, u, v, du, dv);
         if (lambda > 0) fl_p3_orth(d, lambda, u, du);
         extra += extra_step_flops(d, kb, nb, lambda);
+        double lr = L.lr; /* algorithm.clip: on the joint norm of u's and the kept v's gradient */
+        if (cfg->clip > 0) {
+            double norm = sqrt(nn_sumsq(du, d->n_u) + fl_p3_kept_sumsq(d, kb, dv));
+            if (norm > cfg->clip) lr *= cfg->clip / norm;
+        }
         for (size_t j = 0; j < d->n_u; j++)
-            u[j] -= (float)L.lr * du[j];
-        fl_p3_sgd_kept(d, kb, (float)L.lr, v, dv);
+            u[j] -= (float)lr * du[j];
+        fl_p3_sgd_kept(d, kb, (float)lr, v, dv);
     }
     fl_p3_take(d, m, kb, 0, NULL);
     free(take);

@@ -63,6 +63,8 @@ void fl_p3_gather(const fl_p3_net *d, int kb, const float *full, float *kept);
 void fl_p3_scatter(const fl_p3_net *d, int kb, const float *kept, float *full);
 /* SGD on the kept entries of a full personal vector: v −= lr·dv there, and dv = 0 there. */
 void fl_p3_sgd_kept(const fl_p3_net *d, int kb, float lr, float *v, float *dv);
+/* Σ dv² over the kept entries of a gen-space gradient. */
+double fl_p3_kept_sumsq(const fl_p3_net *d, int kb, const float *dv);
 /* FLOPs of one recovery at kb blocks (its backward from the weight gradient, twice as much). */
 double fl_p3_compose_flops(const fl_p3_net *d, int kb);
 /* Write the recovered weights of every decomposed layer, for kb blocks, into the live block of

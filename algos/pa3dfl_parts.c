@@ -79,12 +79,14 @@ size_t fl_p3_kept(const fl_p3_net *d, int kb)
     return n + (size_t)d->K * (d->d_pen / d->nb * kb) + (size_t)d->K;
 }
 
-enum { TO_KEPT, TO_FULL, STEP };
+enum { TO_KEPT, TO_FULL, STEP, SUMSQ };
 
-/* Visit the kept stretches of a personal vector in order and copy them (TO_KEPT, TO_FULL) or step
- * them (STEP: full −= lr·kept, then kept = 0, kept being a gen-space gradient). */
-static void visit_kept(const fl_p3_net *d, int kb, int op, float lr, float *full, float *kept)
+/* Visit the kept stretches of a personal vector in order and copy them (TO_KEPT, TO_FULL), step
+ * them (STEP: full −= lr·kept, then kept = 0, kept being a gen-space gradient) or return their
+ * sum of squares (SUMSQ, kept being a gen-space gradient). */
+static double visit_kept(const fl_p3_net *d, int kb, int op, float lr, float *full, float *kept)
 {
+    double ss = 0;
     size_t at = 0;
     int dk = d->d_pen / d->nb * kb;
     for (int k = 0; k <= d->n; k++) {
@@ -95,7 +97,7 @@ static void visit_kept(const fl_p3_net *d, int kb, int op, float lr, float *full
             size_t off = head ? d->n_v + (size_t)r * d->d_pen
                               : q->v_off + ((size_t)(r / kb) * q->nb + r % kb) * q->S;
             size_t len = head ? (r < d->K ? (size_t)dk : (size_t)d->K) : (size_t)kept_in(q, kb);
-            float *f = full + off, *g = op == STEP ? kept + off : kept + at;
+            float *f = full + off, *g = op >= STEP ? kept + off : kept + at;
             if (op == TO_KEPT) memcpy(g, f, sizeof(float) * len);
             if (op == TO_FULL) memcpy(f, g, sizeof(float) * len);
             if (op == STEP)
@@ -103,9 +105,12 @@ static void visit_kept(const fl_p3_net *d, int kb, int op, float lr, float *full
                     f[c] -= lr * g[c];
                     g[c] = 0;
                 }
+            for (size_t c = 0; op == SUMSQ && c < len; c++)
+                ss += (double)g[c] * g[c];
             at += len;
         }
     }
+    return ss;
 }
 
 void fl_p3_gather(const fl_p3_net *d, int kb, const float *full, float *kept)
@@ -121,6 +126,12 @@ void fl_p3_scatter(const fl_p3_net *d, int kb, const float *kept, float *full)
 void fl_p3_sgd_kept(const fl_p3_net *d, int kb, float lr, float *v, float *dv)
 {
     visit_kept(d, kb, STEP, lr, v, dv);
+}
+
+double fl_p3_kept_sumsq(const fl_p3_net *d, int kb, const float *dv)
+{
+    float *g = (float *)(uintptr_t)dv;
+    return visit_kept(d, kb, SUMSQ, 0, g, g);
 }
 
 /* FLOPs of layer q's recovery at kb blocks. */

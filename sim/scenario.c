@@ -674,6 +674,13 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
     if (c->persistent_momentum && c->momentum <= 0)
         return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
                              "persistent_momentum: true needs momentum > 0");
+    if (!strcmp(c->name, "pa3dfl") && (c->momentum > 0 || c->weight_decay > 0)) {
+        const char *key = c->momentum > 0 ? "momentum" : "weight_decay";
+        return sim_yaml_fail(sim_yaml_get(s.map, key), err,
+                             "%s: pa3dfl's clients take plain SGD steps on their factors (spec "
+                             "004, A19)",
+                             key);
+    }
     /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
      * over algorithm.name can keep one scenario */
     if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&

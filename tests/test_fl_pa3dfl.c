@@ -202,14 +202,6 @@ int main(void)
             CHECK(fl_p3_compose_backward(&d, &m, kb, B, u, v, du[batch], dv[batch]) ==
                   fl_p3_backward_flops(&d, kb, B));
             fl_p3_orth(&d, c.lambda, u, du[batch]);
-            {
-                double a0 = 0, a1 = 0;
-                for (size_t j = 0; j < d.n_gen; j++)
-                    a0 += fabs(dv[batch][j]);
-                for (size_t j = 0; j < d.n_u; j++)
-                    a1 += fabs(du[batch][j]);
-                printf("batch %d: |dv| %g |du| %g loss %g\n", batch, a0, a1, floss(&c));
-            }
             int kinks = 0;
             /* the step: the float loss (≈ 2.3) is rounded to ≈ 3e-7, so a central difference
              * carries ≈ 3e-7 / h of noise: 1.5e-4 at h = 1e-3, above the 1e-4 absolute tolerance
@@ -431,6 +423,50 @@ int main(void)
             fl_result_destroy(&rc);
         }
         nn_partition_destroy(&vp);
+    }
+
+    /* algorithm.clip: one step moves u and the kept entries by lr·clip exactly when the gradient
+     * is longer, by more without it */
+    {
+        int kc = fl_p3_blocks(&md, 1);
+        size_t nk = fl_p3_kept(&md, kc);
+        float *fac[2][2]; /* {down, up} × {u, kept} */
+        double moved[2];
+        cfg.local_epochs = 0, cfg.local_steps = 1;
+        for (int clip = 0; clip < 2; clip++) {
+            cfg.clip = clip ? 1e-2 : 0;
+            msgpack_sbuffer down;
+            msgpack_sbuffer_init(&down);
+            fl_pa3dfl.job_down(s, 0, 11, &down);
+            fl_result rs;
+            test_job(&fl_pa3dfl, &env, s, 0, 11, NULL, 0, &rs, &w);
+            const msgpack_sbuffer *m2[2] = {&down, &rs.up};
+            double ss = 0;
+            for (int k = 0; k < 2; k++) {
+                msgpack_unpacked mu;
+                msgpack_unpacked_init(&mu);
+                size_t off = 0;
+                CHECK(msgpack_unpack_next(&mu, m2[k]->data, m2[k]->size, &off) ==
+                      MSGPACK_UNPACK_SUCCESS);
+                fac[k][0] = malloc(4 * md.n_u), fac[k][1] = malloc(4 * nk);
+                CHECK(nn_unpack_f32(fac[k][0], md.n_u, nn_map_get(&mu.data, "u"), "u", &err) ==
+                      SIM_OK);
+                CHECK(nn_unpack_f32(fac[k][1], nk, nn_map_get(&mu.data, "v"), "v", &err) == SIM_OK);
+                msgpack_unpacked_destroy(&mu);
+            }
+            for (size_t j = 0; j < md.n_u; j++)
+                ss += ((double)fac[1][0][j] - fac[0][0][j]) * ((double)fac[1][0][j] - fac[0][0][j]);
+            for (size_t j = 0; j < nk; j++)
+                ss += ((double)fac[1][1][j] - fac[0][1][j]) * ((double)fac[1][1][j] - fac[0][1][j]);
+            moved[clip] = sqrt(ss);
+            for (int k = 0; k < 2; k++)
+                free(fac[k][0]), free(fac[k][1]);
+            fl_result_destroy(&rs);
+            msgpack_sbuffer_destroy(&down);
+        }
+        CHECK_MSG(fabs(moved[1] - 0.1 * 1e-2) < 2e-5 && moved[0] > 5 * moved[1],
+                  "one step moved %g unclipped, %g clipped at 1e-2 (lr 0.1)", moved[0], moved[1]);
+        cfg.local_epochs = 2, cfg.local_steps = 0, cfg.clip = 0;
     }
 
     /* Eq. 6: the general factors become the plain mean of what the clients sent */

@@ -102,6 +102,8 @@ static void test_bad(void)
              "bad.yaml:6:44: layers: 9 is out of range [0, 8]"},
             {"name: fedavg", "name: fedavg, persistent_momentum: true",
              "persistent_momentum: true needs momentum > 0"},
+            {"name: fedavg", "name: pa3dfl, weight_decay: 0.01",
+             "bad.yaml:6:41: weight_decay: pa3dfl's clients take plain SGD steps"},
             {"clients: 4}", "clients: 4, local_test: 0, local_val: 0.5}",
              "bad.yaml:4:64: local_val is a share of each client's local test split, and "
              "local_test is 0"},
