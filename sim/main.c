@@ -490,10 +490,6 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
- * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
- * while the run goes on; they only read the files the run writes. loaded: the scenario already
- * loaded from o (taken over), or NULL to load it here. */
 /* Clients that train a wider model than their devices.capacity affords (a p-wide model costs
  * about p² of the full one; p counts NAME@p's width too). Capacities derived from a device's
  * memory and compute are left out: the engine already enforces those (memory fit, time). */
@@ -531,6 +527,10 @@ static void print_warnings(const sim_scenario *sc, FILE *f, const char *prefix)
     if (capacity_warning(sc, warning, sizeof warning)) fprintf(f, "%s%s\n", prefix, warning);
 }
 
+/* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
+ * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
+ * while the run goes on; they only read the files the run writes. loaded: the scenario already
+ * loaded from o (taken over), or NULL to load it here. */
 static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
 {
     sim_err err = {0};
