@@ -22,8 +22,9 @@
 #                 accuracy under each test-time label shift; FedAvg-FT and Ditto there too
 #   width-hetero  Pa3dFL Table 1, Hetero (spec 004, issue 10): FedAvg, Ditto, LG-FedAvg and pFedHN
 #                 at the weakest width (minutes), then Pa3dFL, HeteroFL, FjORD, FedRolex and
-#                 LocalOnly, then Table 3's ablation (Pa3dFL without the hyper-network); with 2
-#                 workers, ~30 min (HeteroFL) to ~1-2 h a run
+#                 LocalOnly, then Table 3's ablation (Pa3dFL without the hyper-network), then
+#                 Pa3dFL and HeteroFL with seed 2; with 2 workers, ~30 min (HeteroFL) to ~1-2 h
+#                 a run
 #   width-ideal   Table 1, Ideal (every client at width 1): FedAvg, which is also HeteroFL's and
 #                 FedRolex's row there, FjORD and Pa3dFL (the paper's Ideal settings, Hetero's
 #                 p_min); ~2.5-3 h a run
@@ -140,6 +141,9 @@ width-hetero | width-ideal)
         sweep pa3dfl width-fmnist.yaml --vary algorithm.name=pa3dfl
         sweep methods width-fmnist.yaml --vary algorithm.name=heterofl,fjord,fedrolex,local
         sweep ablation width-fmnist.yaml --set algorithm.name=pa3dfl --vary algorithm.pa3dfl.hn=false
+        # Pa3dFL and HeteroFL a second time, with another seed (data split, capacities, draws):
+        # one seed each leaves them within each other's spread
+        sweep seeds width-fmnist.yaml --vary algorithm.name=pa3dfl,heterofl --vary seed=2
     else # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
         # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
         sweep methods width-fmnist.yaml --set devices.capacity=1 \
@@ -213,7 +217,8 @@ width-hetero)
     paper="weakest/$w=fedavg 87.76 weakest/$w=ditto 86.51 weakest/$w=lg-fedavg 78.21
         weakest/$w=pfedhn 82.51 pfedhn-eval/algorithm.pfedhn.eval=trained 82.51
         methods/$w=heterofl 85.66 methods/$w=fedrolex 87.40 methods/$w=local 74.98
-        methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55"
+        methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55
+        seeds/$w=pa3dfl,seed=2 89.55 seeds/$w=heterofl,seed=2 85.66"
     ;;
 width-ideal) paper="methods/$w=fedavg 91.71 methods/$w=fjord 91.04 pa3dfl/$w=pa3dfl 91.04" ;;
 *) paper="" ;;
