@@ -511,7 +511,7 @@ static int capacity_warning(const sim_scenario *sc, char *msg, size_t cap)
         q /= 2;
     snprintf(msg, cap,
              "%d of %d clients train a wider model than their devices.capacity r_i affords "
-             "(width² ≤ r_i; r_i down to %.3g): %s does not size %s by capacity here. Every "
+             "(width² ≤ r_i; r_i down to %.3g): %s does not narrow %s that far here. Every "
              "client can afford model: %.*s@%g",
              over, n, rmin, sc->spec.algo->name, sc->model,
              (int)(at ? (size_t)(at - sc->model) : strlen(sc->model)), sc->model, q);

@@ -445,13 +445,13 @@ int main(void)
               "fedsim: warning: pfedgate: 8 of 8 clients");
     /* and of clients that train more than their devices.capacity affords (width² > r_i): an
      * explicit capacity (uniform r_i = 1/8 … 1, a number, a profile's) that the algorithm does
-     * not size by; never of one derived from memory and compute, which the engine enforces */
+     * not size by (or not that far); never of one derived from memory and compute, which the engine enforces */
     static const struct {
         const char *sets, *want; /* want NULL: no capacity warning */
     } cap[] = {
             {"--set devices.capacity=uniform",
              "7 of 8 clients train a wider model than their devices.capacity r_i affords (width² "
-             "≤ r_i; r_i down to 0.125): fedavg does not size fedpews-mlp by capacity here. Every "
+             "≤ r_i; r_i down to 0.125): fedavg does not narrow fedpews-mlp that far here. Every "
              "client can afford model: fedpews-mlp@0.25\n"},
             {"--set devices.capacity=0.5", "8 of 8 clients train"},
             {"--set devices.profiles.slow.capacity=0.25", "4 of 8 clients train"},
