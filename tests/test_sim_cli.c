@@ -445,7 +445,8 @@ int main(void)
               "fedsim: warning: pfedgate: 8 of 8 clients");
     /* and of clients that train more than their devices.capacity affords (width² > r_i): an
      * explicit capacity (uniform r_i = 1/8 … 1, a number, a profile's) that the algorithm does
-     * not size by (or not that far); never of one derived from memory and compute, which the engine enforces */
+     * not size by (or not that far); never of one derived from memory and compute, which the
+     * engine enforces */
     static const struct {
         const char *sets, *want; /* want NULL: no capacity warning */
     } cap[] = {
