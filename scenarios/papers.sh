@@ -220,7 +220,10 @@ width-hetero)
         methods/$w=fjord 90.11 ablation/algorithm.pa3dfl.hn=false 78.94 pa3dfl/$w=pa3dfl 89.55
         seeds/$w=pa3dfl,seed=2 89.55 seeds/$w=heterofl,seed=2 85.66"
     ;;
-width-ideal) paper="methods/$w=fedavg 91.71 methods/$w=fjord 91.04 pa3dfl/$w=pa3dfl 91.04" ;;
+width-ideal) # FedAvg's run is HeteroFL's and FedRolex's row too (a '#' names the row)
+    paper="methods/$w=fedavg 91.71 methods/$w=fedavg#heterofl 90.56
+        methods/$w=fedavg#fedrolex 91.78 methods/$w=fjord 91.04 pa3dfl/$w=pa3dfl 91.04"
+    ;;
 *) paper="" ;;
 esac
 if [ -n "$paper" ]; then
@@ -229,16 +232,20 @@ if [ -n "$paper" ]; then
     # paper's own figure (runs with partition.local_val; "-" for those without)
     awk -v out="$out/" -v paper="$paper" '
         BEGIN { n = split(paper, p, " ")
-                for (i = 1; i < n; i += 2) ref[p[i]] = p[i + 1]
+                for (i = 1; i < n; i += 2) { key[++m] = p[i]; ref[p[i]] = p[i + 1] }
                 printf "%-44s %8s %8s %8s %8s %8s %12s\n", "run", "final", "best", "at_val",
                     "paper", "final-paper", "at_val-paper" }
         /^$/ { exit }
         index($1, out) == 1 { r = substr($1, length(out) + 1)
-              if (!(r in ref)) next
-              v = $10 == "-" ? "-" : sprintf("%.2f", 100 * $10)
-              d = $10 == "-" ? "-" : sprintf("%+.2f", 100 * $10 - ref[r])
-              printf "%-44s %8.2f %8.2f %8s %8.2f %+8.2f %12s\n", r, 100 * $2, 100 * $3, v,
-                  ref[r], 100 * $2 - ref[r], d }' "$out/summary.txt" | tee -a "$out/summary.txt"
+              for (i = 1; i <= m; i++) {
+                  k = key[i]
+                  if (substr(k, 1, length(r)) != r || (length(k) > length(r) &&
+                      substr(k, length(r) + 1, 1) != "#")) continue
+                  v = $10 == "-" ? "-" : sprintf("%.2f", 100 * $10)
+                  d = $10 == "-" ? "-" : sprintf("%+.2f", 100 * $10 - ref[k])
+                  printf "%-44s %8.2f %8.2f %8s %8.2f %+8.2f %12s\n", k, 100 * $2, 100 * $3,
+                      v, ref[k], 100 * $2 - ref[k], d } }' "$out/summary.txt" |
+        tee -a "$out/summary.txt"
 fi
 if [ "$campaign" = pfedgate ] && [ -d "$out/mix-costs" ]; then
     # a round's simulated time, upload and client FLOPs on the mix under each budget, and the
