@@ -27,7 +27,7 @@
 #                 a run
 #   width-ideal   Table 1, Ideal (every client at width 1): FedAvg, which is also HeteroFL's and
 #                 FedRolex's row there, FjORD and Pa3dFL (the paper's Ideal settings, Hetero's
-#                 p_min); ~2.5-3 h a run
+#                 p_min); with 2 workers ~1.3 h (FedAvg), ~2 h (FjORD) a run
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
 #                 reports FedAvg's accuracy too) and Local, then pFedGate (budgets from capacity,
 #                 and with the weak phones' raised to 0.3) and FedAvg on the phone/laptop mix;
@@ -232,19 +232,19 @@ if [ -n "$paper" ]; then
     # paper's own figure (runs with partition.local_val; "-" for those without)
     awk -v out="$out/" -v paper="$paper" '
         BEGIN { n = split(paper, p, " ")
-                for (i = 1; i < n; i += 2) { key[++m] = p[i]; ref[p[i]] = p[i + 1] }
+                for (i = 1; i < n; i += 2) { key[++m] = p[i]; ref[m] = p[i + 1] }
                 printf "%-44s %8s %8s %8s %8s %8s %12s\n", "run", "final", "best", "at_val",
                     "paper", "final-paper", "at_val-paper" }
         /^$/ { exit }
         index($1, out) == 1 { r = substr($1, length(out) + 1)
               for (i = 1; i <= m; i++) {
-                  k = key[i]
-                  if (substr(k, 1, length(r)) != r || (length(k) > length(r) &&
-                      substr(k, length(r) + 1, 1) != "#")) continue
+                  run = key[i]
+                  sub(/#.*/, "", run)
+                  if (run != r) continue
                   v = $10 == "-" ? "-" : sprintf("%.2f", 100 * $10)
-                  d = $10 == "-" ? "-" : sprintf("%+.2f", 100 * $10 - ref[k])
-                  printf "%-44s %8.2f %8.2f %8s %8.2f %+8.2f %12s\n", k, 100 * $2, 100 * $3,
-                      v, ref[k], 100 * $2 - ref[k], d } }' "$out/summary.txt" |
+                  d = $10 == "-" ? "-" : sprintf("%+.2f", 100 * $10 - ref[i])
+                  printf "%-44s %8.2f %8.2f %8s %8.2f %+8.2f %12s\n", key[i], 100 * $2,
+                      100 * $3, v, ref[i], 100 * $2 - ref[i], d } }' "$out/summary.txt" |
         tee -a "$out/summary.txt"
 fi
 if [ "$campaign" = pfedgate ] && [ -d "$out/mix-costs" ]; then
