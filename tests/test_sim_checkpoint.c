@@ -67,6 +67,12 @@ static const char *const variants[][2] = {
         {"dmpfl", "--set algorithm.name=dmpfl --set algorithm.dmpfl.iterations=1"},
         /* a hyper-network on the server, whole models in private state */
         {"pfedhn", "--set algorithm.name=pfedhn"},
+        /* factors and a hyper-network on the server; async: replies in flight cross the
+         * checkpoint */
+        {"pa3dfl", "--set algorithm.name=pa3dfl"},
+        {"pa3dfl-async", "--set algorithm.name=pa3dfl --set 'federation={mode: async, "
+                         "concurrency: 4, buffer: 2, staleness: {kind: polynomial, a: 0.5}}' "
+                         "--set rounds=8"},
 };
 
 static int status_of(int st)
