@@ -8,6 +8,9 @@
 #   sh scenarios/papers.sh CAMPAIGN [WORKERS]        (runs in runs/papers/CAMPAIGN/; WORKERS [2])
 #   sh scenarios/papers.sh CAMPAIGN --report         (only the table, from what has finished)
 #   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
+#   FEDSIM_RUNS=/var/tmp/fedsim-runs sh scenarios/papers.sh ...  (runs in FEDSIM_RUNS/papers/
+#                    CAMPAIGN/ [runs]: a folder outside the work tree outlives a fresh checkout
+#                    on the same machine, and with it a stopped run's checkpoint)
 #   OPENBLAS_CORETYPE=SkylakeX sh scenarios/papers.sh ...  (OpenBLAS's kernels: unset, fedsim
 #                    picks those of the CPU's widest vector units; README, "Throughput")
 # A campaign outlives a machine: each finished run's scenario, metrics and clients files are kept
@@ -25,9 +28,10 @@
 #                 LocalOnly, then Table 3's ablation (Pa3dFL without the hyper-network), then
 #                 Pa3dFL and HeteroFL with seed 2; with 2 workers, ~30 min (HeteroFL) to ~1-2 h
 #                 a run
-#   width-ideal   Table 1, Ideal (every client at width 1): FedAvg, which is also HeteroFL's and
-#                 FedRolex's row there, FjORD and Pa3dFL (the paper's Ideal settings, Hetero's
-#                 p_min); with 2 workers ~1.3 h (FedAvg), ~2 h (FjORD) a run
+#   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL (the paper's Ideal settings,
+#                 Hetero's p_min), then FedAvg, which is also HeteroFL's and FedRolex's row there,
+#                 and FjORD; with 2 workers ~1.3 h (FedAvg), ~2 h (FjORD) a run on a Sapphire
+#                 Rapids core, 2.3 h, 3.5 h and 3.3 h (Pa3dFL) on an AMD EPYC (Zen 4) one
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
 #                 reports FedAvg's accuracy too) and Local, then pFedGate (budgets from capacity,
 #                 and with the weak phones' raised to 0.3) and FedAvg on the phone/laptop mix;
@@ -37,7 +41,7 @@ cd "$(dirname "$0")/.."
 FEDSIM=${FEDSIM:-./build/release/fedsim} # a copy keeps a long campaign off later rebuilds
 campaign=${1:?usage: sh scenarios/papers.sh CAMPAIGN [WORKERS | --report]}
 workers=${2:-2}
-out=runs/papers/$campaign
+out=${FEDSIM_RUNS:-runs}/papers/$campaign
 kept=scenarios/results/$campaign
 
 finished() { [ "$(wc -l 2>/dev/null <"$1/clients.tsv")" -gt 1 ] 2>/dev/null; }
@@ -144,18 +148,19 @@ width-hetero | width-ideal)
         # Pa3dFL and HeteroFL a second time, with another seed (data split, capacities, draws):
         # one seed each leaves them within each other's spread
         sweep seeds width-fmnist.yaml --vary algorithm.name=pa3dfl,heterofl --vary seed=2
-    else # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
-        # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
-        sweep methods width-fmnist.yaml --set devices.capacity=1 \
-            --vary algorithm.name=fedavg,fjord
-        # Pa3dFL with the paper's Fashion-MNIST Ideal configuration (its Table 7: λ 0.01,
-        # γ 0.1, an encoder of depth 3; the defaults are its Hetero one) and Hetero's p_min,
-        # 1/16 (spec 004, A5's override): the rule's p_min = 1 makes every factor full rank,
-        # and those diverge in the first round at lr 0.1
+    else # Pa3dFL first (FedAvg's run is done): the comparison is about it. It runs with the
+        # paper's Fashion-MNIST Ideal configuration (its Table 7: λ 0.01, γ 0.1, an encoder of
+        # depth 3; the defaults are its Hetero one) and Hetero's p_min, 1/16 (spec 004, A5's
+        # override): the rule's p_min = 1 makes every factor full rank, and those diverge in
+        # the first round at lr 0.1
         sweep pa3dfl width-fmnist.yaml --set devices.capacity=1 \
             --set algorithm.pa3dfl.lambda=0.01 --set algorithm.pa3dfl.hn_lr=0.1 \
             --set algorithm.pa3dfl.depth=3 --set algorithm.pa3dfl.p_min=0.0625 \
             --vary algorithm.name=pa3dfl
+        # every client holds the full model: at width 1 HeteroFL and FedRolex are FedAvg bit
+        # for bit (tests/test_fl_width.c), so FedAvg's run is their row too
+        sweep methods width-fmnist.yaml --set devices.capacity=1 \
+            --vary algorithm.name=fedavg,fjord
     fi
     ;;
 pfedgate)
