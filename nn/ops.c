@@ -409,12 +409,16 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* convolution: Winograd F(m×m, k×k) for stride 1, k = 5 (m = 2) and k = 3 (m = 4)
+/* convolution: Winograd F(m×m, k×k) for stride 1, k = 5 and k = 3, both with m = 4
  *
- * Both use 6×6 tiles and the points 0, ±1, ±2, ∞, so they share Bᵀ (Lavin & Gray 2016). Per tile
- * and channel pair the 25 (or 9) multiplies per output become 36/m² in the transformed domain,
- * where the channel sums are 36 GEMMs (O × C)·(C × tiles): cnn2's second layer does 2.8× fewer
- * multiplies than im2col. Backward is exact under the same algebra: the weight gradient is
+ * k = 3 uses 6×6 tiles (points 0, ±1, ±2, ∞), k = 5 8×8 tiles (0, ±1, ±2, ±1/2, ∞; Lavin & Gray
+ * 2016). Per tile and channel pair the 25 (or 9) multiplies per output become n²/m² in the
+ * transformed domain, where the channel sums are n² GEMMs (O × C)·(C × tiles): cnn2's second
+ * layer (14×14 outputs: 16 tiles of 64 values a channel) does 4.8× fewer multiplies than im2col.
+ * F(2×2, 5×5) on 6×6 tiles, which ran here before, did 2.8× fewer (49 tiles of 36 values); at
+ * the same float error against the double-precision reference (3·10⁻⁶ of the largest output on
+ * that layer, He-scaled weights) a pa3dfl-cnn training step at batch 50 takes 17% less time
+ * (README, "Throughput"). Backward is exact under the same algebra: the weight gradient is
  * Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the forward's adjoint, B·[Σ_o U ⊙
  * (A·dy·Aᵀ)]·Bᵀ put back on each tile's patch: the transformed dy serves both, and only the C input
  * channels are transformed again, not the O channels of dy as a conv of dy with the rotated
@@ -422,33 +426,42 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
  * vectorize. Counted FLOPs stay those of the direct convolution: that is what the
  * layer costs a device; the transform is how this host pays less for it. */
 
-#define WT  6  /* tile side */
-#define WT2 36 /* positions per tile */
-/* Tiles per chunk: the chunk's transformed input and output stay in cache between the transform
- * and the GEMMs, and the GEMMs stay wide enough to run near peak. */
-#define WINO_TILES 256
+#define WT_MAX 8 /* the largest tile side */
+/* Transformed values a chunk holds per channel (its tiles × n²): the chunk's transformed input
+ * and output stay in cache between the transform and the GEMMs, and the GEMMs stay wide enough
+ * to run near peak (256 tiles of 6×6, as tuned for those; 8×8 tiles ran as fast from 64 to 192
+ * tiles a chunk, slower at 256 and above) */
+#define WINO_VALUES (256 * 36)
 /* Input channels below which im2col wins: the transforms cost per (tile, channel) what the GEMMs
  * save per input channel, and a first layer (C = 1) has nothing to save. */
 #define WINO_MIN_C 8
 
-/* The matrices (points 0, 1, −1, 2, −2, ∞), applied by the x_* kernels below:
+/* The 6-point matrices (points 0, 1, −1, 2, −2, ∞), applied by the x_* kernels below:
  *   Bᵀ (6×6): rows (4 0 −5 0 1 0) (0 −4 −4 1 1 0) (0 4 −4 −1 1 0) (0 −2 −1 2 1 0) (0 2 −1 −2 1 0)
  *             (0 4 0 −5 0 1);
- *   Aᵀ (m×6): row i is point^i, and 1 at ∞ in the last row;
- *   G (6×k):  row j is c_j·point_j^q with c = 1/4, −1/6, −1/6, 1/24, 1/24, and (0 … 0 1) at ∞. */
+ *   Aᵀ (4×6): row i is point^i, and 1 at ∞ in the last row;
+ *   G (6×3):  row j is c_j·point_j^q with c = 1/4, −1/6, −1/6, 1/24, 1/24, and (0 0 1) at ∞.
+ * The 8-point ones are with their kernels. */
 
+typedef void xform1(float *const *o, const float *const *d, long n);
+
+/* A Winograd conv F(m×m, k×k) on n×n tiles (n = m + k − 1), and the 1-D transforms (x_* below)
+ * it applies: Bᵀ and B (n → n), Aᵀ (n → m) and A (m → n), G (k → n) and Gᵀ (n → k). */
 typedef struct wino {
-    int k, m; /* kernel side, output tile side */
+    int k, m, n; /* kernel side, output tile side, tile side */
+    xform1 *bt, *b, *at, *a, *g, *gt;
 } wino;
 
+static wino wino_of(int k);
+
 /* Tile grid of a stride-1 conv writing OH×OW from H×W padded by p: tile (b, ty, tx) reads the
- * 6×6 input patch at (ty·m − p, tx·m − p) and writes the m×m outputs at (ty·m, tx·m). RY: rows
+ * n×n input patch at (ty·m − p, tx·m − p) and writes the m×m outputs at (ty·m, tx·m). RY: rows
  * of the split planes wino_in builds; tiles [lo[s], hi[s]) have patch column s in the image
  * (0 <= tx·m + s − p < W); a tile row has nx[i] outputs at column offset i < m. Computed once
  * here: the transforms' inner loops are a tile row long, and a division per loop showed. */
 typedef struct grid {
     int H, W, OH, OW, p, TH, TW, P, RY;
-    int lo[WT], hi[WT], nx[WT];
+    int lo[WT_MAX], hi[WT_MAX], nx[WT_MAX];
 } grid;
 
 int nn_conv_winograd(int C, int k, int s, int p)
@@ -466,12 +479,6 @@ static size_t max_sz(size_t a, size_t b)
     return a > b ? a : b;
 }
 
-static wino wino_of(int k)
-{
-    wino t = {k, WT - k + 1};
-    return t;
-}
-
 static grid grid_of(const wino *t, int H, int W, int p)
 {
     int m = t->m;
@@ -479,8 +486,8 @@ static grid grid_of(const wino *t, int H, int W, int p)
     g.TH = cdiv(g.OH, m);
     g.TW = cdiv(g.OW, m);
     g.P = g.TH * g.TW;
-    g.RY = g.TH + (WT - 1) / m;
-    for (int s = 0; s < WT; s++) {
+    g.RY = g.TH + (t->n - 1) / m;
+    for (int s = 0; s < t->n; s++) {
         int lo = p - s <= 0 ? 0 : cdiv(p - s, m),
             hi = W - 1 + p - s < 0 ? 0 : (W - 1 + p - s) / m + 1;
         g.hi[s] = hi > g.TW ? g.TW : hi;
@@ -491,22 +498,29 @@ static grid grid_of(const wino *t, int H, int W, int p)
     return g;
 }
 
-/* Samples per chunk for a batch of B, balanced over the chunks. */
-static int wino_chunk(int B, int P)
+/* The most samples a chunk takes: WINO_VALUES transformed values a channel, at least one. */
+static int wino_per(const wino *t, const grid *g)
 {
-    int per = WINO_TILES / P < 1 ? 1 : WINO_TILES / P;
-    int chunks = cdiv(B, per);
+    int per = WINO_VALUES / (t->n * t->n * g->P);
+    return per < 1 ? 1 : per;
+}
+
+/* Samples per chunk for a batch of B, balanced over the chunks. */
+static int wino_chunk(int B, const wino *t, const grid *g)
+{
+    int chunks = cdiv(B, wino_per(t, g));
     return cdiv(B, chunks);
 }
 
-/* Floats of a chunk's buffers for Ci → Co channels: transformed input and output, two 36-row
+/* Floats of a chunk's buffers for Ci → Co channels: transformed input and output, two n²-row
  * work areas and one sample's split planes. Only grows with B (a chunk never exceeds
  * min(B, per)). */
 static size_t wino_chunk_floats(const wino *t, const grid *g, int B, int Ci, int Co)
 {
-    int per = WINO_TILES / g->P < 1 ? 1 : WINO_TILES / g->P;
+    int per = wino_per(t, g);
     size_t nt = (size_t)(B < per ? B : per) * g->P;
-    return WT2 * nt * ((size_t)Ci + Co + 2) + (size_t)WT * t->m * g->RY * g->TW;
+    size_t n2 = (size_t)t->n * t->n;
+    return n2 * nt * ((size_t)Ci + Co + 2) + (size_t)t->n * t->m * g->RY * g->TW;
 }
 
 size_t nn_conv_scratch(int B, int C, int H, int W, int O, int k, int s, int p)
@@ -516,16 +530,14 @@ size_t nn_conv_scratch(int B, int C, int H, int W, int O, int k, int s, int p)
         return (size_t)C * k * k * OH * OW * (size_t)nn_conv_chunk(B, C, k, OH, OW);
     wino t = wino_of(k);
     grid g = grid_of(&t, H, W, p);
-    size_t pairs = (size_t)O * C, work = (size_t)(k * k + WT2) * pairs;
+    size_t pairs = (size_t)O * C, n2 = (size_t)t.n * t.n, work = (k * k + n2) * pairs;
     work = max_sz(work, wino_chunk_floats(&t, &g, B, C, O));
-    return 2 * WT2 * pairs + work;
+    return 2 * n2 * pairs + work;
 }
 
 /* 1-D transforms of rows of n values, o[a][j] = Σ_q T[a][q]·d[q][j] for the matrices above,
  * written out so the j loops vectorize: the rows are restrict parameters (GCC honours restrict
  * on parameters), and a wrapper of one signature unpacks them for tile_transform. */
-typedef void xform1(float *const *o, const float *const *d, long n);
-
 #define FO float *restrict
 #define FI const float *restrict
 
@@ -569,21 +581,6 @@ static void x_b(float *const *o, const float *const *d, long n)
     k_b(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], d[5], n);
 }
 
-/* Aᵀ, m = 2: 6 → 2 */
-static void k_at2(FO o0, FO o1, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
-{
-    for (long j = 0; j < n; j++) {
-        float a1 = d1[j], a2 = d2[j], a3 = d3[j], a4 = d4[j];
-        o0[j] = d0[j] + (a1 + a2) + (a3 + a4);
-        o1[j] = (a1 - a2) + 2 * (a3 - a4) + d5[j];
-    }
-}
-
-static void x_at2(float *const *o, const float *const *d, long n)
-{
-    k_at2(o[0], o[1], d[0], d[1], d[2], d[3], d[4], d[5], n);
-}
-
 /* Aᵀ, m = 4: 6 → 4 */
 static void k_at4(FO o0, FO o1, FO o2, FO o3, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
 {
@@ -599,25 +596,6 @@ static void k_at4(FO o0, FO o1, FO o2, FO o3, FI d0, FI d1, FI d2, FI d3, FI d4,
 static void x_at4(float *const *o, const float *const *d, long n)
 {
     k_at4(o[0], o[1], o[2], o[3], d[0], d[1], d[2], d[3], d[4], d[5], n);
-}
-
-/* A = (Aᵀ)ᵀ, m = 2: 2 → 6 */
-static void k_a2(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, long n)
-{
-    for (long j = 0; j < n; j++) {
-        float a0 = d0[j], a1 = d1[j];
-        o0[j] = a0;
-        o1[j] = a0 + a1;
-        o2[j] = a0 - a1;
-        o3[j] = a0 + 2 * a1;
-        o4[j] = a0 - 2 * a1;
-        o5[j] = a1;
-    }
-}
-
-static void x_a2(float *const *o, const float *const *d, long n)
-{
-    k_a2(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], n);
 }
 
 /* A, m = 4: 4 → 6 */
@@ -639,27 +617,6 @@ static void x_a4(float *const *o, const float *const *d, long n)
     k_a4(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], n);
 }
 
-/* G, k = 5: 5 → 6 */
-static void k_g5(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, FI d3, FI d4,
-                 long n)
-{
-    for (long j = 0; j < n; j++) {
-        float g0 = d0[j], g1 = d1[j], g2 = d2[j], g3 = d3[j], g4 = d4[j];
-        float e = g0 + g2 + g4, f = g1 + g3, e2 = g0 + 4 * g2 + 16 * g4, f2 = 2 * g1 + 8 * g3;
-        o0[j] = g0 * (1.f / 4);
-        o1[j] = -(e + f) * (1.f / 6);
-        o2[j] = -(e - f) * (1.f / 6);
-        o3[j] = (e2 + f2) * (1.f / 24);
-        o4[j] = (e2 - f2) * (1.f / 24);
-        o5[j] = g4;
-    }
-}
-
-static void x_g5(float *const *o, const float *const *d, long n)
-{
-    k_g5(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], d[3], d[4], n);
-}
-
 /* G, k = 3: 3 → 6 */
 static void k_g3(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FI d0, FI d1, FI d2, long n)
 {
@@ -679,26 +636,6 @@ static void x_g3(float *const *o, const float *const *d, long n)
     k_g3(o[0], o[1], o[2], o[3], o[4], o[5], d[0], d[1], d[2], n);
 }
 
-/* Gᵀ, k = 5: 6 → 5 */
-static void k_g5t(FO o0, FO o1, FO o2, FO o3, FO o4, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5,
-                  long n)
-{
-    for (long j = 0; j < n; j++) {
-        float p = -(d1[j] + d2[j]) * (1.f / 6), q = -(d1[j] - d2[j]) * (1.f / 6);
-        float r = (d3[j] + d4[j]) * (1.f / 24), s = (d3[j] - d4[j]) * (1.f / 24);
-        o0[j] = d0[j] * (1.f / 4) + p + r;
-        o1[j] = q + 2 * s;
-        o2[j] = p + 4 * r;
-        o3[j] = q + 8 * s;
-        o4[j] = p + 16 * r + d5[j];
-    }
-}
-
-static void x_g5t(float *const *o, const float *const *d, long n)
-{
-    k_g5t(o[0], o[1], o[2], o[3], o[4], d[0], d[1], d[2], d[3], d[4], d[5], n);
-}
-
 /* Gᵀ, k = 3: 6 → 3 */
 static void k_g3t(FO o0, FO o1, FO o2, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, long n)
 {
@@ -716,8 +653,165 @@ static void x_g3t(float *const *o, const float *const *d, long n)
     k_g3t(o[0], o[1], o[2], d[0], d[1], d[2], d[3], d[4], d[5], n);
 }
 
+/* The 8-point transforms, for F(4×4, 5×5) (points 0, 1, −1, 2, −2, 1/2, −1/2, ∞; the matrices
+ * are the standard ones of that point set, Bᵀ as in F(6×6, 3×3), G's rows scaled to match):
+ *   Bᵀ (8×8): rows (1 0 −21/4 0 21/4 0 −1 0) (0 1 1 −17/4 −17/4 1 1 0) (0 −1 1 17/4 −17/4 −1 1 0)
+ *             (0 1/2 1/4 −5/2 −5/4 2 1 0) (0 −1/2 1/4 5/2 −5/4 −2 1 0) (0 2 4 −5/2 −5 1/2 1 0)
+ *             (0 −2 4 5/2 −5 −1/2 1 0) (0 −1 0 21/4 0 −21/4 0 1);
+ *   Aᵀ (4×8): row i is point^i, and 1 at ∞ in the last row;
+ *   G (8×5):  rows (1 0 0 0 0), −2/9·(1 ±1 1 ±1 1), 1/90·(1 ±2 4 ±8 16), 1/90·(64 ±32 16 ±8 4),
+ *             (0 0 0 0 1).
+ * Derived and checked exactly (rational arithmetic) against the direct correlation; the
+ * unit tests compare the convolutions against the double-precision reference. */
+
+/* Bᵀ: 8 → 8 */
+static void k_bt8(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FO o6, FO o7, FI d0, FI d1, FI d2,
+                  FI d3, FI d4, FI d5, FI d6, FI d7, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a1 = d1[j], a2 = d2[j], a3 = d3[j], a4 = d4[j], a5 = d5[j], a6 = d6[j];
+        float p = a2 + a6 - 4.25f * a4, q = a1 + a5 - 4.25f * a3;
+        float r = 0.25f * a2 - 1.25f * a4 + a6, s = 0.5f * a1 - 2.5f * a3 + 2 * a5;
+        float u = 4 * a2 - 5 * a4 + a6, v = 2 * a1 - 2.5f * a3 + 0.5f * a5;
+        o0[j] = (d0[j] - a6) + 5.25f * (a4 - a2);
+        o1[j] = p + q;
+        o2[j] = p - q;
+        o3[j] = r + s;
+        o4[j] = r - s;
+        o5[j] = u + v;
+        o6[j] = u - v;
+        o7[j] = (d7[j] - a1) + 5.25f * (a3 - a5);
+    }
+}
+
+static void x_bt8(float *const *o, const float *const *d, long n)
+{
+    k_bt8(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+          d[7], n);
+}
+
+/* B = (Bᵀ)ᵀ: 8 → 8 */
+static void k_b8(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FO o6, FO o7, FI d0, FI d1, FI d2, FI d3,
+                 FI d4, FI d5, FI d6, FI d7, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a7 = d7[j];
+        float s1 = d1[j] + d2[j], t1 = d1[j] - d2[j], s3 = d3[j] + d4[j], t3 = d3[j] - d4[j];
+        float s5 = d5[j] + d6[j], t5 = d5[j] - d6[j];
+        o0[j] = a0;
+        o1[j] = t1 + 0.5f * t3 + 2 * t5 - a7;
+        o2[j] = s1 + 0.25f * s3 + 4 * s5 - 5.25f * a0;
+        o3[j] = 5.25f * a7 - 4.25f * t1 - 2.5f * (t3 + t5);
+        o4[j] = 5.25f * a0 - 4.25f * s1 - 1.25f * s3 - 5 * s5;
+        o5[j] = t1 + 2 * t3 + 0.5f * t5 - 5.25f * a7;
+        o6[j] = s1 + s3 + s5 - a0;
+        o7[j] = a7;
+    }
+}
+
+static void x_b8(float *const *o, const float *const *d, long n)
+{
+    k_b8(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+         d[7], n);
+}
+
+/* Aᵀ, m = 4: 8 → 4 */
+static void k_at4_8(FO o0, FO o1, FO o2, FO o3, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5, FI d6,
+                    FI d7, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float s1 = d1[j] + d2[j], t1 = d1[j] - d2[j], s3 = d3[j] + d4[j], t3 = d3[j] - d4[j];
+        float s5 = d5[j] + d6[j], t5 = d5[j] - d6[j];
+        o0[j] = d0[j] + s1 + s3 + s5;
+        o1[j] = t1 + 2 * t3 + 0.5f * t5;
+        o2[j] = s1 + 4 * s3 + 0.25f * s5;
+        o3[j] = t1 + 8 * t3 + 0.125f * t5 + d7[j];
+    }
+}
+
+static void x_at4_8(float *const *o, const float *const *d, long n)
+{
+    k_at4_8(o[0], o[1], o[2], o[3], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], n);
+}
+
+/* A, m = 4: 4 → 8 */
+static void k_a4_8(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FO o6, FO o7, FI d0, FI d1, FI d2,
+                   FI d3, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j];
+        float e = a0 + a2, o = a1 + a3, e2 = a0 + 4 * a2, o2_ = 2 * a1 + 8 * a3;
+        float e3 = a0 + 0.25f * a2, o3_ = 0.5f * a1 + 0.125f * a3;
+        o0[j] = a0;
+        o1[j] = e + o;
+        o2[j] = e - o;
+        o3[j] = e2 + o2_;
+        o4[j] = e2 - o2_;
+        o5[j] = e3 + o3_;
+        o6[j] = e3 - o3_;
+        o7[j] = a3;
+    }
+}
+
+static void x_a4_8(float *const *o, const float *const *d, long n)
+{
+    k_a4_8(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], d[0], d[1], d[2], d[3], n);
+}
+
+/* G, k = 5: 5 → 8 */
+static void k_g5_8(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FO o6, FO o7, FI d0, FI d1, FI d2,
+                   FI d3, FI d4, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float g0 = d0[j], g1 = d1[j], g2 = d2[j], g3 = d3[j], g4 = d4[j];
+        float e = g0 + g2 + g4, f = g1 + g3, e2 = g0 + 4 * g2 + 16 * g4, f2 = 2 * g1 + 8 * g3;
+        float e3 = 64 * g0 + 16 * g2 + 4 * g4, f3 = 32 * g1 + 8 * g3;
+        o0[j] = g0;
+        o1[j] = (e + f) * (-2.f / 9);
+        o2[j] = (e - f) * (-2.f / 9);
+        o3[j] = (e2 + f2) * (1.f / 90);
+        o4[j] = (e2 - f2) * (1.f / 90);
+        o5[j] = (e3 + f3) * (1.f / 90);
+        o6[j] = (e3 - f3) * (1.f / 90);
+        o7[j] = g4;
+    }
+}
+
+static void x_g5_8(float *const *o, const float *const *d, long n)
+{
+    k_g5_8(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], d[0], d[1], d[2], d[3], d[4], n);
+}
+
+/* Gᵀ, k = 5: 8 → 5 */
+static void k_g5t_8(FO o0, FO o1, FO o2, FO o3, FO o4, FI d0, FI d1, FI d2, FI d3, FI d4, FI d5,
+                    FI d6, FI d7, long n)
+{
+    for (long j = 0; j < n; j++) {
+        float p = (d1[j] + d2[j]) * (-2.f / 9), q = (d1[j] - d2[j]) * (-2.f / 9);
+        float r = (d3[j] + d4[j]) * (1.f / 90), s = (d3[j] - d4[j]) * (1.f / 90);
+        float u = (d5[j] + d6[j]) * (1.f / 90), v = (d5[j] - d6[j]) * (1.f / 90);
+        o0[j] = d0[j] + p + r + 64 * u;
+        o1[j] = q + 2 * s + 32 * v;
+        o2[j] = p + 4 * r + 16 * u;
+        o3[j] = q + 8 * s + 8 * v;
+        o4[j] = p + 16 * r + 4 * u + d7[j];
+    }
+}
+
+static void x_g5t_8(float *const *o, const float *const *d, long n)
+{
+    k_g5t_8(o[0], o[1], o[2], o[3], o[4], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], n);
+}
+
 #undef FO
 #undef FI
+
+/* 5×5 kernels on 8×8 tiles, F(4×4, 5×5); 3×3 kernels on 6×6 tiles, F(4×4, 3×3). */
+static wino wino_of(int k)
+{
+    if (k == 5) return (wino){5, 4, 8, x_bt8, x_b8, x_at4_8, x_a4_8, x_g5_8, x_g5t_8};
+    return (wino){3, 4, 6, x_bt, x_b, x_at4, x_a4, x_g3, x_g3t};
+}
 
 /* Along the rows of tiles whose columns are already transformed: out[a][b] = Σ_s T[b][s]·in[a][s]
  * for a < no, in's row a·ni + s at in + (a·ni + s)·istride and out's row a·no + b at
@@ -725,8 +819,8 @@ static void x_g3t(float *const *o, const float *const *d, long n)
 static void along_rows_of(xform1 *f, int no, int ni, float *out, long ostride, const float *in,
                           long istride, long n)
 {
-    const float *src[WT];
-    float *dst[WT];
+    const float *src[WT_MAX];
+    float *dst[WT_MAX];
     for (int a = 0; a < no; a++) {
         for (int s = 0; s < ni; s++)
             src[s] = in + (a * ni + s) * istride;
@@ -742,8 +836,8 @@ static void along_rows_of(xform1 *f, int no, int ni, float *out, long ostride, c
 static void tile_transform(xform1 *f, int no, int ni, float *out, long ostride, const float *in,
                            long istride, long n, float *tmp)
 {
-    const float *src[WT];
-    float *dst[WT];
+    const float *src[WT_MAX];
+    float *dst[WT_MAX];
     for (int s = 0; s < ni; s++) { /* down the columns: tmp[a][s] = Σ_r T[a][r]·X[r][s] */
         for (int r = 0; r < ni; r++)
             src[r] = in + (r * ni + s) * istride;
@@ -754,27 +848,29 @@ static void tile_transform(xform1 *f, int no, int ni, float *out, long ostride, 
     along_rows_of(f, no, ni, out, ostride, tmp, n, n);
 }
 
-/* The second pass of a 6×6 → 6×6 tile transform on its own. */
-static void along_rows(xform1 *f, float *out, long ostride, const float *in, long istride, long n)
+/* The second pass of an n×n → n×n tile transform on its own. */
+static void along_rows(xform1 *f, int tn, float *out, long ostride, const float *in, long istride,
+                       long n)
 {
-    along_rows_of(f, WT, WT, out, ostride, in, istride, n);
+    along_rows_of(f, tn, tn, out, ostride, in, istride, n);
 }
 
 /* Bᵀ·d·B of the chunk's tiles (samples [b0, b0+nb)) of one input channel, xc its B planes of
  * H×W: row ξ of the result at out + ξ·ostride. Each sample's padded input is first split into
- * 6·m planes of RY × TW, Q[s][f][ry][tx] = x(ry·m + f − p, tx·m + s − p): row r of the patches of
+ * n·m planes of RY × TW, Q[s][f][ry][tx] = x(ry·m + f − p, tx·m + s − p): row r of the patches of
  * all tiles is then the contiguous block of Q[s][r mod m] from row r / m, so the first pass runs
- * over a whole sample and the second over the chunk. work: 36 rows of nt and the planes. */
-static void wino_in(float *out, long ostride, const float *xc, const grid *g, int m, int b0, int nb,
-                    float *work)
+ * over a whole sample and the second over the chunk. work: n² rows of nt and the planes. */
+static void wino_in(float *out, long ostride, const float *xc, const wino *t, const grid *g, int b0,
+                    int nb, float *work)
 {
+    int m = t->m, n = t->n;
     long nt = (long)nb * g->P, qs = (long)g->RY * g->TW;
-    float *t1 = work, *q = work + WT2 * nt;
-    const float *src[WT];
-    float *dst[WT];
+    float *t1 = work, *q = work + (long)n * n * nt;
+    const float *src[WT_MAX];
+    float *dst[WT_MAX];
     for (int bb = 0; bb < nb; bb++) {
         const float *plane = xc + (long)(b0 + bb) * g->H * g->W;
-        for (int s = 0; s < WT; s++)
+        for (int s = 0; s < n; s++)
             for (int f = 0; f < m; f++)
                 for (int ry = 0; ry < g->RY; ry++) {
                     float *restrict d = q + (s * m + f) * qs + (long)ry * g->TW;
@@ -790,39 +886,40 @@ static void wino_in(float *out, long ostride, const float *xc, const grid *g, in
                     for (int tx = hi; tx < g->TW; tx++)
                         d[tx] = 0;
                 }
-        for (int s = 0; s < WT; s++) { /* down the columns: t1[ξr][s] = Σ_r Bᵀ[ξr][r]·d[r][s] */
-            for (int r = 0; r < WT; r++)
+        for (int s = 0; s < n; s++) { /* down the columns: t1[ξr][s] = Σ_r Bᵀ[ξr][r]·d[r][s] */
+            for (int r = 0; r < n; r++)
                 src[r] = q + (s * m + r % m) * qs + (long)(r / m) * g->TW;
-            for (int a = 0; a < WT; a++)
-                dst[a] = t1 + (a * WT + s) * nt + (long)bb * g->P;
-            x_bt(dst, src, g->P);
+            for (int a = 0; a < n; a++)
+                dst[a] = t1 + (a * n + s) * nt + (long)bb * g->P;
+            t->bt(dst, src, g->P);
         }
     }
-    along_rows(x_bt, out, ostride, t1, nt, nt); /* out[ξr][ξs] = Σ_s Bᵀ[ξs][s]·t1[ξr][s] */
+    along_rows(t->bt, n, out, ostride, t1, nt, nt); /* out[ξr][ξs] = Σ_s Bᵀ[ξs][s]·t1[ξr][s] */
 }
 
 /* The adjoint of wino_in: dxc (B planes of H×W) += B·dV·Bᵀ of the chunk's tiles put back where
  * wino_in read their patches, dV's row ξ at in + ξ·istride; padding positions are dropped. Its
  * passes in reverse order: along the rows over the chunk, then per sample down the columns into
  * the split planes, which are added onto the image (a position in several patches gets each
- * one's share, always in the same order). work: as wino_in's, and 6 rows of P. */
-static void wino_in_adjoint(float *dxc, const float *in, long istride, const grid *g, int m, int b0,
-                            int nb, float *work)
+ * one's share, always in the same order). work: as wino_in's, and n rows of P. */
+static void wino_in_adjoint(float *dxc, const float *in, long istride, const wino *t, const grid *g,
+                            int b0, int nb, float *work)
 {
+    int m = t->m, n = t->n;
     long nt = (long)nb * g->P, qs = (long)g->RY * g->TW;
-    float *t1 = work, *q = work + WT2 * nt, *rows = q + WT * m * qs;
-    const float *src[WT];
-    float *dst[WT];
-    along_rows(x_b, t1, nt, in, istride, nt); /* t1[ξr][s] = Σ_ξs B[s][ξs]·dV[ξr][ξs] */
+    float *t1 = work, *q = work + (long)n * n * nt, *rows = q + n * m * qs;
+    const float *src[WT_MAX];
+    float *dst[WT_MAX];
+    along_rows(t->b, n, t1, nt, in, istride, nt); /* t1[ξr][s] = Σ_ξs B[s][ξs]·dV[ξr][ξs] */
     for (int bb = 0; bb < nb; bb++) {
-        memset(q, 0, sizeof(float) * WT * m * qs);
-        for (int s = 0; s < WT; s++) { /* patch row r of column s: Σ_ξr B[r][ξr]·t1[ξr][s] */
-            for (int a = 0; a < WT; a++)
-                src[a] = t1 + (a * WT + s) * nt + (long)bb * g->P;
-            for (int r = 0; r < WT; r++)
+        memset(q, 0, sizeof(float) * n * m * qs);
+        for (int s = 0; s < n; s++) { /* patch row r of column s: Σ_ξr B[r][ξr]·t1[ξr][s] */
+            for (int a = 0; a < n; a++)
+                src[a] = t1 + (a * n + s) * nt + (long)bb * g->P;
+            for (int r = 0; r < n; r++)
                 dst[r] = rows + (long)r * g->P;
-            x_b(dst, src, g->P);
-            for (int r = 0; r < WT; r++) {
+            t->b(dst, src, g->P);
+            for (int r = 0; r < n; r++) {
                 float *restrict d = q + (s * m + r % m) * qs + (long)(r / m) * g->TW;
                 const float *restrict v = rows + (long)r * g->P;
                 for (long j = 0; j < g->P; j++)
@@ -830,7 +927,7 @@ static void wino_in_adjoint(float *dxc, const float *in, long istride, const gri
             }
         }
         float *plane = dxc + (long)(b0 + bb) * g->H * g->W;
-        for (int s = 0; s < WT; s++)
+        for (int s = 0; s < n; s++)
             for (int f = 0; f < m; f++)
                 for (int ry = 0; ry < g->RY; ry++) {
                     int iy = ry * m + f - g->p;
@@ -844,7 +941,7 @@ static void wino_in_adjoint(float *dxc, const float *in, long istride, const gri
 }
 
 /* U[ξ][pair] = (G·f·Gᵀ)[ξ] for every filter f = w[o][c] (w + o·ldw + c·k²) at pair o·C + c.
- * work: (k² + 36) rows of O·C. */
+ * work: (k² + n²) rows of O·C. */
 static void wino_filters(float *U, const wino *t, const float *w, int ldw, int O, int C,
                          float *work)
 {
@@ -857,34 +954,30 @@ static void wino_filters(float *U, const wino *t, const float *w, int ldw, int O
             for (int c = 0; c < C; c++)
                 d[c] = f[(long)c * kk];
         }
-    if (t->k == 5)
-        tile_transform(x_g5, WT, 5, U, n, work, n, n, work + kk * n);
-    else
-        tile_transform(x_g3, WT, 3, U, n, work, n, n, work + kk * n);
+    tile_transform(t->g, t->n, t->k, U, n, work, n, n, work + kk * n);
 }
 
-/* y (Co,B,OH,OW) = x (Ci,B,H,W) ⊛ the filters transformed in U (36 × Co × Ci) [+ b]; buf holds
+/* y (Co,B,OH,OW) = x (Ci,B,H,W) ⊛ the filters transformed in U (n² × Co × Ci) [+ b]; buf holds
  * wino_chunk_floats. Every output is written. With kept, each chunk's transformed input stays
- * there (36·Ci·B·P floats in all), chunk by chunk, for the weight gradient. */
+ * there (n²·Ci·B·P floats in all), chunk by chunk, for the weight gradient. */
 static void wino_conv(float *y, float *kept, const float *x, const float *U, const float *b,
                       const wino *t, const grid *g, int B, int Ci, int Co, float *buf)
 {
-    int m = t->m, nbmax = wino_chunk(B, g->P);
+    int m = t->m, n2 = t->n * t->n, nbmax = wino_chunk(B, t, g);
     long ntmax = (long)nbmax * g->P, ny = (long)g->OH * g->OW;
-    float *M = buf + WT2 * (long)Ci * ntmax, *work = M + WT2 * (long)Co * ntmax;
+    float *M = buf + n2 * (long)Ci * ntmax, *work = M + n2 * (long)Co * ntmax;
     for (int b0 = 0; b0 < B; b0 += nbmax) {
         int nb = B - b0 < nbmax ? B - b0 : nbmax;
         long nt = (long)nb * g->P;
-        float *V = kept ? kept + WT2 * (long)Ci * b0 * g->P : buf;
+        float *V = kept ? kept + n2 * (long)Ci * b0 * g->P : buf;
         for (int c = 0; c < Ci; c++)
-            wino_in(V + c * nt, (long)Ci * nt, x + (long)c * B * g->H * g->W, g, m, b0, nb, work);
-        for (int xi = 0; xi < WT2; xi++)
+            wino_in(V + c * nt, (long)Ci * nt, x + (long)c * B * g->H * g->W, t, g, b0, nb, work);
+        for (int xi = 0; xi < n2; xi++)
             gemm(0, 0, Co, (int)nt, Ci, U + (long)xi * Co * Ci, Ci, V + (long)xi * Ci * nt, (int)nt,
                  0.0f, M + (long)xi * Co * nt, (int)nt);
-        float *yt = work, *tmp = work + WT2 * nt;
+        float *yt = work, *tmp = work + n2 * nt;
         for (int o = 0; o < Co; o++) {
-            tile_transform(m == 2 ? x_at2 : x_at4, m, WT, yt, nt, M + o * nt, (long)Co * nt, nt,
-                           tmp);
+            tile_transform(t->at, m, t->n, yt, nt, M + o * nt, (long)Co * nt, nt, tmp);
             float bias = b ? b[o] : 0.0f;
             for (int bb = 0; bb < nb; bb++) {
                 float *plane = y + ((long)o * B + b0 + bb) * ny;
@@ -910,7 +1003,7 @@ static void wino_forward(float *y, float *kept, float *buf, const float *x, cons
     wino t = wino_of(k);
     grid g = grid_of(&t, H, W, p);
     long pairs = (long)O * C;
-    float *U = buf, *work = buf + 2 * WT2 * pairs;
+    float *U = buf, *work = buf + 2L * t.n * t.n * pairs;
     wino_filters(U, &t, w, ldw, O, C, work);
     wino_conv(y, kept, x, U, b, &t, &g, B, C, O, work);
 }
@@ -924,10 +1017,10 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
 {
     wino t = wino_of(k);
     grid g = grid_of(&t, H, W, p);
-    int m = t.m, kk = k * k, nbmax = wino_chunk(B, g.P);
+    int m = t.m, n2 = t.n * t.n, kk = k * k, nbmax = wino_chunk(B, &t, &g);
     long ntmax = (long)nbmax * g.P, pairs = (long)O * C;
-    float *dU = buf, *U = buf + WT2 * pairs, *work = buf + 2 * WT2 * pairs;
-    float *D = work + WT2 * (long)C * ntmax, *cw = D + WT2 * (long)O * ntmax;
+    float *dU = buf, *U = buf + n2 * pairs, *work = buf + 2 * n2 * pairs;
+    float *D = work + n2 * (long)C * ntmax, *cw = D + n2 * (long)O * ntmax;
     if (dx) {
         wino_filters(U, &t, w, ldw, O, C, work);
         memset(dx, 0, sizeof(float) * (size_t)C * B * H * W);
@@ -935,10 +1028,10 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
     for (int b0 = 0; b0 < B; b0 += nbmax) {
         int nb = B - b0 < nbmax ? B - b0 : nbmax;
         long nt = (long)nb * g.P;
-        const float *V = kept ? kept + WT2 * (long)C * b0 * g.P : work;
+        const float *V = kept ? kept + n2 * (long)C * b0 * g.P : work;
         for (int c = 0; c < C && !kept; c++)
-            wino_in(work + c * nt, (long)C * nt, x + (long)c * B * H * W, &g, m, b0, nb, cw);
-        float *pt = cw, *tmp = cw + WT2 * nt;
+            wino_in(work + c * nt, (long)C * nt, x + (long)c * B * H * W, &t, &g, b0, nb, cw);
+        float *pt = cw, *tmp = cw + n2 * nt;
         for (int o = 0; o < O; o++) {
             for (int bb = 0; bb < nb; bb++) /* pt[i][i2] = dy at tile offset (i, i2), 0 beyond */
                 for (int ty = 0; ty < g.TH; ty++)
@@ -958,21 +1051,21 @@ static void wino_backward(float *dx, float *dw, int lddw, const float *kept, con
                                 dst[tx] = 0;
                         }
                     }
-            tile_transform(m == 2 ? x_a2 : x_a4, WT, m, D + o * nt, (long)O * nt, pt, nt, nt, tmp);
+            tile_transform(t.a, t.n, m, D + o * nt, (long)O * nt, pt, nt, nt, tmp);
         }
-        for (int xi = 0; xi < WT2; xi++)
+        for (int xi = 0; xi < n2; xi++)
             gemm(0, 1, O, C, (int)nt, D + (long)xi * O * nt, (int)nt, V + (long)xi * C * nt,
                  (int)nt, b0 ? 1.0f : 0.0f, dU + xi * pairs, C);
         if (!dx) continue;
         /* the transformed input is spent (or kept elsewhere): its room takes Σ_o U ⊙ D */
-        for (int xi = 0; xi < WT2; xi++)
+        for (int xi = 0; xi < n2; xi++)
             gemm(1, 0, C, (int)nt, O, U + xi * pairs, C, D + (long)xi * O * nt, (int)nt, 0.0f,
                  work + (long)xi * C * nt, (int)nt);
         for (int c = 0; c < C; c++)
-            wino_in_adjoint(dx + (long)c * B * H * W, work + c * nt, (long)C * nt, &g, m, b0, nb,
+            wino_in_adjoint(dx + (long)c * B * H * W, work + c * nt, (long)C * nt, &t, &g, b0, nb,
                             cw);
     }
-    tile_transform(k == 5 ? x_g5t : x_g3t, k, WT, work, pairs, dU, pairs, pairs, work + kk * pairs);
+    tile_transform(t.gt, k, t.n, work, pairs, dU, pairs, pairs, work + kk * pairs);
     for (int q = 0; q < kk; q++) /* row by row, as wino_filters */
         for (int o = 0; o < O; o++) {
             float *restrict d = dw + (long)o * lddw + q;
@@ -988,7 +1081,7 @@ size_t nn_conv_kept(int B, int C, int H, int W, int k, int s, int p)
     if (!nn_conv_winograd(C, k, s, p)) return (size_t)C * k * k * OH * OW * B;
     wino t = wino_of(k);
     grid g = grid_of(&t, H, W, p);
-    return (size_t)WT2 * C * B * g.P;
+    return (size_t)t.n * t.n * C * B * g.P;
 }
 
 void nn_conv_forward(float *y, float *kept, float *col, const float *x, const float *w, int ldw,

@@ -392,7 +392,7 @@ int main(void)
     test_conv(2, 3, 9, 8, 4, 4, 1, 1, 0);
     test_conv(2, 3, 9, 8, 4, 4, 1, 1, 1);
     test_conv(3, 2, 28, 28, 4, 5, 1, 2, 0); /* large enough to be unfolded one sample at a time */
-    /* Winograd F(2×2, 5×5) and F(4×4, 3×3): partial edge tiles, p = 0 (patches that reach
+    /* Winograd F(4×4, 5×5) and F(4×4, 3×3): partial edge tiles, p = 0 (patches that reach
      * past the image on one side only), p = k − 1, several chunks of samples, kept or not */
     test_conv(2, 8, 8, 8, 3, 5, 1, 2, 0);
     test_conv(2, 8, 8, 8, 3, 5, 1, 2, 1);

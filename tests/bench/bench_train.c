@@ -1,6 +1,7 @@
 /* tests/bench/bench_train.c -- `make bench`: training throughput of fedsim's nn/ on one thread.
  *
- * For mlp 784-200-200-10, cnn2 and lenet5-caffe at batch 10, 32 and 64 on Fashion-MNIST it times
+ * For mlp 784-200-200-10, cnn2 and lenet5-caffe at batch 10, 32 and 64 on Fashion-MNIST (and
+ * pa3dfl-cnn at batch 50, the width-fmnist campaigns' model and batch) it times
  * full SGD steps (gather, forward, backward, update) and reports samples/s and the GFLOP/s
  * achieved, next to the sgemm peak measured in the same run; width-0.5 cnn2 shows what structured
  * narrowing saves, and the LEAF CNN at batch 128 with element masks that keep the first 40% of
@@ -191,6 +192,7 @@ int main(int argc, char **argv)
             {"cnn2", "cnn2", 1, 1, 10, 0, 0, 0},
             {"cnn2", "cnn2", 1, 1, 32, 0, 0, 0},
             {"cnn2", "cnn2", 1, 1, 64, 0, 0, 0},
+            {"pa3dfl-cnn", "pa3dfl-cnn", 1, 1, 50, 0, 0, 0}, /* Pa3dFL's Table 1 protocol */
             {"lenet5-caffe", "lenet5-caffe", 1, 1, 10, 0, 0, 0},
             {"lenet5-caffe", "lenet5-caffe", 1, 1, 32, 0, 0, 0},
             {"lenet5-caffe", "lenet5-caffe", 1, 1, 64, 0, 0, 0},

@@ -37,6 +37,11 @@ def model(name):
         return nn.Sequential(nn.Conv2d(1, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(c2 * 49, f), nn.ReLU(), nn.Linear(f, 10))
+    if name == "pa3dfl-cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 128),
+                             nn.ReLU(), nn.Linear(128, 10))
     if name == "lenet5-caffe":
         return nn.Sequential(nn.Conv2d(1, 20, 5, bias=False), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(20, 50, 5, bias=False), nn.ReLU(), nn.MaxPool2d(2),
