@@ -416,15 +416,15 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
  * transformed domain, where the channel sums are n² GEMMs (O × C)·(C × tiles): cnn2's second
  * layer (14×14 outputs: 16 tiles of 64 values a channel) does 4.8× fewer multiplies than im2col.
  * F(2×2, 5×5) on 6×6 tiles, which ran here before, did 2.8× fewer (49 tiles of 36 values); at
- * the same float error against the double-precision reference (3·10⁻⁶ of the largest output on
- * that layer, He-scaled weights) a pa3dfl-cnn training step at batch 50 takes 17% less time
- * (README, "Throughput"). Backward is exact under the same algebra: the weight gradient is
- * Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the forward's adjoint, B·[Σ_o U ⊙
- * (A·dy·Aᵀ)]·Bᵀ put back on each tile's patch: the transformed dy serves both, and only the C input
- * channels are transformed again, not the O channels of dy as a conv of dy with the rotated
- * filters would. Transforms run over all tiles of a chunk at once (rows of tiles), so they
- * vectorize. Counted FLOPs stay those of the direct convolution: that is what the
- * layer costs a device; the transform is how this host pays less for it. */
+ * about the same float error against the double-precision reference on that layer (with
+ * He-scaled weights, 3.1·10⁻⁶ of the largest output against 2.2·10⁻⁶) pa3dfl-cnn trains 16%
+ * more samples a second at batch 50 (README, "Throughput"). Backward is exact under the same
+ * algebra: the weight gradient is Gᵀ[Σ_tiles (A·dy·Aᵀ) ⊙ (Bᵀ·x·B)]G, and the input gradient is the
+ * forward's adjoint, B·[Σ_o U ⊙ (A·dy·Aᵀ)]·Bᵀ put back on each tile's patch: the transformed dy
+ * serves both, and only the C input channels are transformed again, not the O channels of dy as a
+ * conv of dy with the rotated filters would. Transforms run over all tiles of a chunk at once (rows
+ * of tiles), so they vectorize. Counted FLOPs stay those of the direct convolution: that is what
+ * the layer costs a device; the transform is how this host pays less for it. */
 
 #define WT_MAX 8 /* the largest tile side */
 /* Transformed values a chunk holds per channel (its tiles × n²): the chunk's transformed input
