@@ -217,11 +217,52 @@ double fl_p3_backward_flops(const fl_p3_net *d, int kb, int B)
     return f;
 }
 
+/* Between the column orders (r, j) and (j, r) of rows of R2·nb: out[b][j][r] = in[b][r][j], or
+ * the reverse with back. */
+static void swap_order(float *out, const float *in, int B, int R2, int nb, int back)
+{
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < R2; r++)
+            for (int j = 0; j < nb; j++) {
+                size_t rj = (size_t)b * R2 * nb + (size_t)r * nb + j,
+                       jr = (size_t)b * R2 * nb + (size_t)j * R2 + r;
+                if (back)
+                    out[rj] = in[jr];
+                else
+                    out[jr] = in[rj];
+            }
+}
+
+/* batch_backward at full width (every block kept, the input not pruned): v (R2 × nb·S) read as
+ * R2·nb rows of S, row r·nb + j being block j's row r, so each of the four products is one
+ * GEMM over all blocks, and x is packed once a product rather than once a block. */
+static void full_batch_backward(const fl_p3_layer *q, int B, const float *x, const float *dy,
+                                const float *U, const float *V, float *dU, float *dV)
+{
+    int S = q->S, R1 = q->R1, R2 = q->R2, nb = q->nb, n = R2 * nb;
+    float *z = sim_xmalloc(sizeof(float) * 2 * (size_t)B * n), *zj = z + (size_t)B * n;
+    /* z[b][r][j] = x_b·v_j[r]; then in (j, r) order, B·nb rows of R2 beside dy's B·nb rows of R1 */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, n, S, 1, x, S, V, S, 0, z, n);
+    swap_order(zj, z, B, R2, nb, 0);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R1, R2, B * nb, 1, dy, R1, zj, R2, 1, dU,
+                R2);
+    /* g_j = dy_j·u in (j, r) order, back to (r, j): dv (as R2·nb rows of S) += gᵀ·x */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B * nb, R2, R1, 1, dy, R1, U, R2, 0, zj,
+                R2);
+    swap_order(z, zj, B, R2, nb, 1);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, S, B, 1, z, n, x, S, 1, dV, S);
+    free(z);
+}
+
 /* dU += Σ_j dy_jᵀ·(x·v_jᵀ) and dv_j += (dy_j·u)ᵀ·x for linear layer q, from its input x (B × S')
  * and output gradient dy (B × kb·R1; block j is columns j·R1 …). */
 static void batch_backward(const fl_p3_layer *q, int kb, int B, const float *x, const float *dy,
                            const float *U, const float *V, float *dU, float *dV)
 {
+    if (kb == q->nb) {
+        full_batch_backward(q, B, x, dy, U, V, dU, dV);
+        return;
+    }
     int Sk = kept_in(q, kb), ldv = q->nb * q->S, ldy = kb * q->R1;
     float *z = sim_xmalloc(sizeof(float) * 2 * (size_t)B * q->R2), *g = z + (size_t)B * q->R2;
     for (int j = 0; j < kb; j++) {
