@@ -445,6 +445,20 @@ int main(void)
                          "cmp -s - @/camp/report2") == 0 &&
                       sh("grep -q 'lr=0.1' @/camp/report2") == 0,
               "papers.sh --report on a machine without runs/: the same tables, from the kept runs");
+    /* FEDSIM_RUNS: the campaign's runs where it says, not in the work tree's runs/ */
+    snprintf(cmd, sizeof cmd,
+             "FEDSIM_RUNS=@/elsewhere FEDSIM=$(realpath %s) sh @/camp/scenarios/papers.sh "
+             "pfedgate --report > @/camp/report3 2>&1",
+             bin);
+    snprintf(line, sizeof line,
+             "cmp -s @/sw-full/%s/metrics.tsv @/elsewhere/papers/pfedgate/gate/%s/metrics.tsv && "
+             "test -s @/elsewhere/papers/pfedgate/summary.txt",
+             pts[0], pts[0]);
+    CHECK_MSG(sh(cmd) == 0, "papers.sh with FEDSIM_RUNS: exit 0");
+    CHECK_MSG(sh(line) == 0, "papers.sh with FEDSIM_RUNS: the runs taken back there");
+    CHECK_MSG(sh("sed 's|@/elsewhere/|runs/|' @/camp/report3 | tr -s ' ' > @/camp/report3n && "
+                 "tr -s ' ' < @/camp/report2 | cmp -s - @/camp/report3n") == 0,
+              "papers.sh with FEDSIM_RUNS: the same tables (its paths are longer)");
     snprintf(cmd, sizeof cmd,
              "%s sweep scenarios/tiny.yaml --vary algorithm.lr=0.05,0.1 --plots none --workers 0 "
              "--out @/camp/runs/papers/pfedgate/gate >/dev/null 2>@/camp/sweep.err",
