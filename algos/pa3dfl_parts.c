@@ -259,7 +259,7 @@ static void full_batch_backward(const fl_p3_layer *q, int B, const float *x, con
 static void batch_backward(const fl_p3_layer *q, int kb, int B, const float *x, const float *dy,
                            const float *U, const float *V, float *dU, float *dV)
 {
-    if (kb == q->nb) {
+    if (kb == q->nb && kept_in(q, kb) == q->S) { /* x's rows are v's: S long */
         full_batch_backward(q, B, x, dy, U, V, dU, dV);
         return;
     }
