@@ -739,16 +739,16 @@ static void k_a4_8(FO o0, FO o1, FO o2, FO o3, FO o4, FO o5, FO o6, FO o7, FI d0
                    FI d3, long n)
 {
     for (long j = 0; j < n; j++) {
-        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j];
-        float e = a0 + a2, o = a1 + a3, e2 = a0 + 4 * a2, o2_ = 2 * a1 + 8 * a3;
-        float e3 = a0 + 0.25f * a2, o3_ = 0.5f * a1 + 0.125f * a3;
+        float a0 = d0[j], a1 = d1[j], a2 = d2[j], a3 = d3[j]; /* even and odd powers of ±x */
+        float ev1 = a0 + a2, od1 = a1 + a3, ev2 = a0 + 4 * a2, od2 = 2 * a1 + 8 * a3;
+        float ev3 = a0 + 0.25f * a2, od3 = 0.5f * a1 + 0.125f * a3;
         o0[j] = a0;
-        o1[j] = e + o;
-        o2[j] = e - o;
-        o3[j] = e2 + o2_;
-        o4[j] = e2 - o2_;
-        o5[j] = e3 + o3_;
-        o6[j] = e3 - o3_;
+        o1[j] = ev1 + od1;
+        o2[j] = ev1 - od1;
+        o3[j] = ev2 + od2;
+        o4[j] = ev2 - od2;
+        o5[j] = ev3 + od3;
+        o6[j] = ev3 - od3;
         o7[j] = a3;
     }
 }
