@@ -31,7 +31,8 @@
 #   width-ideal   Table 1, Ideal (every client at width 1): Pa3dFL (the paper's Ideal settings,
 #                 Hetero's p_min), then FedAvg, which is also HeteroFL's and FedRolex's row there,
 #                 and FjORD; with 2 workers ~1.3 h (FedAvg), ~2 h (FjORD) a run on a Sapphire
-#                 Rapids core, 2.3 h, 3.5 h and 3.3 h (Pa3dFL) on an AMD EPYC (Zen 4) one
+#                 Rapids core; on an AMD EPYC (Zen 4) one Pa3dFL takes 22 s a round (~3.1 h),
+#                 longer than a session: give it a FEDSIM_RUNS the machine keeps
 #   pfedgate      pFedGate FMNIST (spec 000, issue 8): s = 0.5, 0.3, 1, then FedAvg-FT (its run
 #                 reports FedAvg's accuracy too) and Local, then pFedGate (budgets from capacity,
 #                 and with the weak phones' raised to 0.3) and FedAvg on the phone/laptop mix;
