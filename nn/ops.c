@@ -432,9 +432,12 @@ int nn_conv_chunk(int B, int C, int k, int OH, int OW)
  * to run near peak (256 tiles of 6×6, as tuned for those; 8×8 tiles ran as fast from 64 to 192
  * tiles a chunk, slower at 256 and above) */
 #define WINO_VALUES (256 * 36)
-/* Input channels below which im2col wins: the transforms cost per (tile, channel) what the GEMMs
- * save per input channel, and a first layer (C = 1) has nothing to save. */
-#define WINO_MIN_C 8
+/* Input channels below which im2col wins. A first layer of one channel gains nothing: its output
+ * and output-gradient transforms (O channels a tile) cost what its one-deep GEMMs save (make
+ * bench: pa3dfl-cnn 5-10% slower with it, cnn2 no faster). From two channels Winograd wins, most
+ * of all in narrow sub-models, whose im2col GEMMs are thin: cnn2 at width 1/8 (4 input channels
+ * in conv2) went from 11,757 to 18,402 samples/s at batch 64 when this moved from 8 to 2. */
+#define WINO_MIN_C 2
 
 /* The 6-point matrices (points 0, 1, −1, 2, −2, ∞), applied by the x_* kernels below:
  *   Bᵀ (6×6): rows (4 0 −5 0 1 0) (0 −4 −4 1 1 0) (0 4 −4 −1 1 0) (0 −2 −1 2 1 0) (0 2 −1 −2 1 0)

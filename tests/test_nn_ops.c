@@ -401,6 +401,8 @@ int main(void)
     test_conv(2, 8, 12, 11, 5, 5, 1, 0, 1);
     test_conv(2, 8, 6, 7, 3, 3, 1, 2, 0);
     test_conv(2, 8, 7, 6, 3, 5, 1, 4, 1);
+    test_conv(2, 2, 9, 10, 4, 5, 1, 2, 0); /* 2 and 3 input channels: Winograd too */
+    test_conv(2, 3, 11, 9, 5, 3, 1, 1, 1);
     test_conv(2, 8, 5, 5, 3, 5, 1, 0, 0); /* one output: a single, mostly empty 4×4 tile */
     test_conv(2, 8, 5, 6, 3, 5, 1, 0, 1);
     test_conv(12, 8, 14, 14, 3, 5, 1, 2, 0);

@@ -163,6 +163,15 @@ static void bench_once(result *r, const nn_dataset *train)
         free(masks[ti]);
 }
 
+/* The row of model at batch (the ratios below name their rows: rows get added). */
+static const result *row(const result *rs, int n, const char *model, int batch)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rs[i].model, model) && rs[i].batch == batch) return &rs[i];
+    fprintf(stderr, "bench: no row %s at batch %d\n", model, batch);
+    exit(1);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -198,6 +207,7 @@ int main(int argc, char **argv)
             {"lenet5-caffe", "lenet5-caffe", 1, 1, 64, 0, 0, 0},
             {"cnn2@0.5", "cnn2", 0.5, 1, 10, 0, 0, 0},
             {"cnn2@0.5", "cnn2", 0.5, 1, 64, 0, 0, 0},
+            {"cnn2@0.125", "cnn2", 0.125, 1, 64, 0, 0, 0}, /* 4 input channels in conv2 */
             {"leaf-cnn", "leaf-cnn", 1, 1, 128, 0, 0, 0},
             {"leaf-cnn/40%", "leaf-cnn", 1, 0.4, 128, 0, 0, 0},
     };
@@ -221,12 +231,13 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int bi = 0; bi < 2; bi++) {
-        const result *full = &rs[3 + 2 * bi], *half = &rs[9 + bi];
-        printf("cnn2 width 0.5 vs 1.0 at batch %d: %.2fx samples/s\n", half->batch,
+        int batch = bi ? 64 : 10;
+        const result *full = row(rs, n, "cnn2", batch), *half = row(rs, n, "cnn2@0.5", batch);
+        printf("cnn2 width 0.5 vs 1.0 at batch %d: %.2fx samples/s\n", batch,
                half->sps / full->sps);
     }
     printf("leaf-cnn, 40%% of each weight tensor kept vs dense at batch 128: %.2fx samples/s\n",
-           rs[n - 1].sps / rs[n - 2].sps);
+           row(rs, n, "leaf-cnn/40%", 128)->sps / row(rs, n, "leaf-cnn", 128)->sps);
     torch_stop(&tp);
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);

@@ -4,7 +4,7 @@
 # Usage: torch_train.py DATA_DIR, then one "MODEL BATCH SECONDS" request per stdin line, each
 # answered by one "SAMPLES_PER_S" line, so the C bench can interleave its own runs with these and
 # both see the same machine conditions.
-import gzip, sys, time
+import gzip, math, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
@@ -32,8 +32,8 @@ def model(name):
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 200),
                              nn.ReLU(), nn.Linear(200, 10))
     if name.startswith("cnn2"):
-        w = 0.5 if name.endswith("@0.5") else 1.0
-        c1, c2, f = int(32 * w), int(64 * w), int(512 * w)
+        w = float(name.split("@")[1]) if "@" in name else 1.0
+        c1, c2, f = math.ceil(32 * w), math.ceil(64 * w), math.ceil(512 * w)
         return nn.Sequential(nn.Conv2d(1, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(c2 * 49, f), nn.ReLU(), nn.Linear(f, 10))
