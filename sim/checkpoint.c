@@ -1,5 +1,6 @@
 /* sim/checkpoint.c -- atomic, checksummed checkpoint files (see checkpoint.h). */
 #include "sim/checkpoint.h"
+#include "sim/blas.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,21 @@ int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err)
     *out = sim_checkpoint_hash(b, n);
     free(b);
     return SIM_OK;
+}
+
+void sim_checkpoint_build(char *buf, size_t cap)
+{
+    static char id[128]; /* the program file a process runs does not change: hash it once */
+    if (!id[0]) {
+        uint64_t h;
+        sim_err err;
+        if (sim_checkpoint_hash_file("/proc/self/exe", &h, &err))
+            snprintf(id, sizeof id, "exe unknown, %s kernels", sim_blas_corename());
+        else
+            snprintf(id, sizeof id, "exe %016llx, %s kernels", (unsigned long long)h,
+                     sim_blas_corename());
+    }
+    snprintf(buf, cap, "%s", id);
 }
 
 static int write_all(int fd, const void *p, size_t n)

@@ -22,6 +22,12 @@ uint64_t sim_checkpoint_hash(const void *p, size_t n);
 /* The hash of a whole file's bytes; SIM_EIO naming the file when it cannot be read. */
 int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err);
 
+/* What the numbers a run computes depend on beyond its scenario: "exe HASH, KERNELS kernels", the
+ * FNV-1a 64 of this program's file and the OpenBLAS kernels in use (cap bytes into buf). A run
+ * resumed under another build goes on correctly, but its remaining rounds round differently
+ * from an uninterrupted run's. */
+void sim_checkpoint_build(char *buf, size_t cap);
+
 /* Atomically replace path by payload + trailer. On error path is untouched and err names it. */
 int sim_checkpoint_write(const char *path, const void *payload, size_t len, sim_err *err);
 /* Read path and verify its trailer; on success *payload (caller frees) holds the payload bytes.

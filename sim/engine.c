@@ -864,11 +864,11 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
  *              busy_until, up, up_len, priv, pending_priv, weight, job_flops, job_start,
  *              job_down_end, job_train_end, jobs, completed, lost, late, bytes_up, bytes_down,
  *              flops, busy_ns, acc]...),
- *    server state (fl_algo.server_save)]
+ *    server state (fl_algo.server_save), the writer's build (sim_checkpoint_build)]
  * Messages are bin or nil; perm is raw native-order uint32 (the same build reads it back). The
  * heap array is stored as is, so the restored queue pops in the same order. */
 
-enum { CKPT_VERSION = 4, CKPT_FIELDS = 15, CKPT_CLIENT_FIELDS = 26 };
+enum { CKPT_VERSION = 5, CKPT_FIELDS = 16, CKPT_CLIENT_FIELDS = 26 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
                                          "timeline.tsv"};
@@ -1014,6 +1014,9 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
         msgpack_pack_double(pk, cl->acc);
     }
     e->spec.algo->server_save(e->server, pk);
+    char build[128];
+    sim_checkpoint_build(build, sizeof build);
+    pack_str(pk, build);
     char path[1100];
     ckpt_path(e, path, sizeof path);
     int rc = sim_checkpoint_write(path, sb.data, sb.size, err);
@@ -1254,14 +1257,23 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         cl->acc = rd_f64(&f);
         if (f.bad || w.bad) return ckpt_bad(path, "a client", err);
     }
-    const msgpack_object *so = rd_next(&r);
-    if (r.bad) return ckpt_bad(path, "server state", err);
+    const msgpack_object *so = rd_next(&r), *bo = rd_next(&r);
+    if (r.bad || bo->type != MSGPACK_OBJECT_STR)
+        return ckpt_bad(path, "server state or the writer's build", err);
     int rc = e->spec.algo->server_load(e->server, so, err);
     if (rc) {
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);
         return sim_fail(err, rc, path, 0, 0, "%s; not loaded", why);
     }
+    char build[128];
+    sim_checkpoint_build(build, sizeof build);
+    if (bo->via.str.size != strlen(build) || memcmp(bo->via.str.ptr, build, bo->via.str.size))
+        fprintf(stderr,
+                "fedsim: warning: %s was written by another build (%.*s; this one: %s): the run "
+                "goes on, but its remaining rounds can round differently from an uninterrupted "
+                "run's\n",
+                path, (int)bo->via.str.size, bo->via.str.ptr, build);
     return SIM_OK;
 }
 

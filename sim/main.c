@@ -67,6 +67,8 @@ static const char usage[] =
         "             [--checkpoint-every N] [--checkpoint-minutes T]\n"
         "             continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
         "             scenario.yaml; the outputs end byte-identical to an uninterrupted run's\n"
+        "             (a checkpoint written by another build of fedsim, or on other OpenBLAS\n"
+        "             kernels, resumes with a warning: the rest can round differently)\n"
         "  check SCENARIO [--set key=value]...\n"
         "             validate, print the resolved scenario and per-device predicted job cost\n"
         "             (the average client's, as the algorithm prices its first round: the\n"

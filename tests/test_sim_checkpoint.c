@@ -260,10 +260,32 @@ int main(void)
             CHECK_MSG(resume(name, args) == 0, "%s: resume with --workers %d", vn, w);
             CHECK_MSG(test_same_outputs(dir, full, name, 1),
                       "%s: resumed (--workers %d) = uninterrupted", vn, w);
+            char *rerr = text_of(name, "rerr");
+            CHECK_MSG(rerr && !strstr(rerr, "another build"), "%s: the same build: no warning: %s",
+                      vn, rerr ? rerr : "");
+            free(rerr);
             CHECK_MSG(!exists(name, "checkpoint.msgpack"), "%s: resumed to the end: no checkpoint",
                       vn);
         }
     }
+
+    /* (h) a checkpoint carries its writer's build: resumed by another (this program with a byte
+     * appended: another file, the same code), the run says so and goes on to the same end */
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "other", "--workers 0 --checkpoint-every 2") ==
+          130);
+    char cmd0[2048];
+    snprintf(cmd0, sizeof cmd0,
+             "cp %s @/fedsim-other && printf x >> @/fedsim-other && @/fedsim-other resume "
+             "@/other -q --plots none --workers 0 >/dev/null 2>@/other.rerr",
+             bin);
+    CHECK_MSG(sh(cmd0) == 0, "resume by another build: exit 0");
+    char *other = text_of("other", "rerr");
+    CHECK_MSG(other && strstr(other, "checkpoint.msgpack was written by another build (exe ") &&
+                      strstr(other, "kernels; this one: exe "),
+              "resume by another build: a warning naming both builds: %s", other ? other : "");
+    free(other);
+    CHECK_MSG(test_same_outputs(dir, "sync-full", "other", 1),
+              "resume by another build of the same code = uninterrupted");
 
     /* (b) a real SIGINT lands on a running run at some event; resume ends the same */
     const char *long_set = "--workers 2 --set rounds=100 --set 'federation={per_round: 2, "
