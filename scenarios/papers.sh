@@ -10,7 +10,8 @@
 #   FEDSIM=/path/to/fedsim sh scenarios/papers.sh ...  (a fixed binary: no rebuild mid-campaign)
 #   FEDSIM_RUNS=/var/tmp/fedsim-runs sh scenarios/papers.sh ...  (runs in FEDSIM_RUNS/papers/
 #                    CAMPAIGN/ [runs]: a folder outside the work tree outlives a fresh checkout
-#                    on the same machine, and with it a stopped run's checkpoint)
+#                    on the same machine, and with it a stopped run's checkpoint; absolute, or
+#                    from the repository's root, and without spaces)
 #   OPENBLAS_CORETYPE=SkylakeX sh scenarios/papers.sh ...  (OpenBLAS's kernels: unset, fedsim
 #                    picks those of the CPU's widest vector units; README, "Throughput")
 # A campaign outlives a machine: each finished run's scenario, metrics and clients files are kept

@@ -2,6 +2,7 @@
 #include "sim/checkpoint.h"
 #include "sim/blas.h"
 
+#include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -75,15 +76,16 @@ int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err)
 
 void sim_checkpoint_build(char *buf, size_t cap)
 {
-    static char id[128]; /* the program file a process runs does not change: hash it once */
+    static char id[256]; /* the program file a process runs does not change: hash it once */
     if (!id[0]) {
         uint64_t h;
         sim_err err;
-        if (sim_checkpoint_hash_file("/proc/self/exe", &h, &err))
-            snprintf(id, sizeof id, "exe unknown, %s kernels", sim_blas_corename());
-        else
-            snprintf(id, sizeof id, "exe %016llx, %s kernels", (unsigned long long)h,
-                     sim_blas_corename());
+        char exe[32] = "unknown";
+        if (!sim_checkpoint_hash_file("/proc/self/exe", &h, &err))
+            snprintf(exe, sizeof exe, "%016llx", (unsigned long long)h);
+        /* the library's configuration has its version: an upgrade keeps the kernels' name */
+        snprintf(id, sizeof id, "exe %s, %s kernels, %s", exe, sim_blas_corename(),
+                 openblas_get_config());
     }
     snprintf(buf, cap, "%s", id);
 }

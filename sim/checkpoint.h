@@ -22,10 +22,11 @@ uint64_t sim_checkpoint_hash(const void *p, size_t n);
 /* The hash of a whole file's bytes; SIM_EIO naming the file when it cannot be read. */
 int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err);
 
-/* What the numbers a run computes depend on beyond its scenario: "exe HASH, KERNELS kernels", the
- * FNV-1a 64 of this program's file and the OpenBLAS kernels in use (cap bytes into buf). A run
- * resumed under another build goes on correctly, but its remaining rounds round differently
- * from an uninterrupted run's. */
+/* What the numbers a run computes depend on beyond its scenario: "exe HASH, KERNELS kernels,
+ * CONFIG", the FNV-1a 64 of this program's file, the OpenBLAS kernels in use and the library's
+ * configuration string (its version) (cap bytes into buf). Under MPI it is the coordinator's. A
+ * run resumed under another build goes on correctly, but its remaining rounds can round
+ * differently from an uninterrupted run's. */
 void sim_checkpoint_build(char *buf, size_t cap);
 
 /* Atomically replace path by payload + trailer. On error path is untouched and err names it. */

@@ -1014,7 +1014,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
         msgpack_pack_double(pk, cl->acc);
     }
     e->spec.algo->server_save(e->server, pk);
-    char build[128];
+    char build[256];
     sim_checkpoint_build(build, sizeof build);
     pack_str(pk, build);
     char path[1100];
@@ -1112,16 +1112,19 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
                    sim_err *err)
 {
     rd r, s;
-    rd_init(&r, root, CKPT_FIELDS);
+    rd_init(&r, root, 0);
     const msgpack_object *m = rd_next(&r);
     if (r.bad || m->type != MSGPACK_OBJECT_STR || m->via.str.size != strlen(ckpt_magic) ||
         memcmp(m->via.str.ptr, ckpt_magic, m->via.str.size))
         return ckpt_bad(path, "not a fedsim checkpoint", err);
     int64_t version = rd_int(&r, 0, INT32_MAX);
-    if (r.bad || version != CKPT_VERSION)
+    /* version 4 is this one without the writer's build, its last field */
+    if (r.bad || version < CKPT_VERSION - 1 || version > CKPT_VERSION)
         return sim_fail(err, SIM_EFORMAT, path, 0, 0,
-                        "checkpoint format version %lld; this fedsim reads version %d; not loaded",
-                        (long long)version, CKPT_VERSION);
+                        "checkpoint format version %lld; this fedsim reads versions %d and %d; not "
+                        "loaded",
+                        (long long)version, CKPT_VERSION - 1, CKPT_VERSION);
+    if (r.n != CKPT_FIELDS - (version < CKPT_VERSION)) return ckpt_bad(path, "field count", err);
     rd_next(&r); /* the name: for people reading the file; the hash below covers it */
     uint64_t seed = rd_u64(&r), hash = rd_u64(&r);
     int64_t n = rd_int(&r, 0, INT32_MAX);
@@ -1257,8 +1260,8 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         cl->acc = rd_f64(&f);
         if (f.bad || w.bad) return ckpt_bad(path, "a client", err);
     }
-    const msgpack_object *so = rd_next(&r), *bo = rd_next(&r);
-    if (r.bad || bo->type != MSGPACK_OBJECT_STR)
+    const msgpack_object *so = rd_next(&r), *bo = version < CKPT_VERSION ? NULL : rd_next(&r);
+    if (r.bad || (bo && bo->type != MSGPACK_OBJECT_STR))
         return ckpt_bad(path, "server state or the writer's build", err);
     int rc = e->spec.algo->server_load(e->server, so, err);
     if (rc) {
@@ -1266,14 +1269,18 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         snprintf(why, sizeof why, "%s", err->msg);
         return sim_fail(err, rc, path, 0, 0, "%s; not loaded", why);
     }
-    char build[128];
+    char build[256], theirs[256];
     sim_checkpoint_build(build, sizeof build);
-    if (bo->via.str.size != strlen(build) || memcmp(bo->via.str.ptr, build, bo->via.str.size))
+    if (bo)
+        snprintf(theirs, sizeof theirs, "%.*s", (int)bo->via.str.size, bo->via.str.ptr);
+    else
+        snprintf(theirs, sizeof theirs, "unrecorded: format version %lld", (long long)version);
+    if (strcmp(theirs, build))
         fprintf(stderr,
-                "fedsim: warning: %s was written by another build (%.*s; this one: %s): the run "
+                "fedsim: warning: %s was written by another build (%s; this one: %s): the run "
                 "goes on, but its remaining rounds can round differently from an uninterrupted "
                 "run's\n",
-                path, (int)bo->via.str.size, bo->via.str.ptr, build);
+                path, theirs, build);
     return SIM_OK;
 }
 

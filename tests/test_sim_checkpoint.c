@@ -212,6 +212,39 @@ static double ckpt_acc_pers(const char *name)
     return v;
 }
 
+/* Rewrite dir/name's checkpoint as an older format: its first `fields` fields, version set to
+ * `version` (format 4 is 5 without the writer's build, its last field). */
+static int rewrite_version(const char *name, int version, uint32_t fields)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s/checkpoint.msgpack", dir, name);
+    void *buf;
+    size_t len;
+    sim_err err;
+    if (sim_checkpoint_read(p, &buf, &len, &err) != SIM_OK) return -1;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = -1;
+    if (msgpack_unpack_next(&u, buf, len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size >= fields) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, fields);
+        for (uint32_t i = 0; i < fields; i++)
+            if (i == 1)
+                msgpack_pack_int(&pk, version);
+            else
+                msgpack_pack_object(&pk, u.data.via.array.ptr[i]);
+        rc = sim_checkpoint_write(p, sb.data, sb.size, &err);
+        msgpack_sbuffer_destroy(&sb);
+    }
+    msgpack_unpacked_destroy(&u);
+    free(buf);
+    return rc;
+}
+
 /* The checkpoint of dir/name is rejected (exit 2, message naming it) and no output changes. */
 static void check_rejected(const char *name, const char *why, const char *expect)
 {
@@ -281,11 +314,24 @@ int main(void)
     CHECK_MSG(sh(cmd0) == 0, "resume by another build: exit 0");
     char *other = text_of("other", "rerr");
     CHECK_MSG(other && strstr(other, "checkpoint.msgpack was written by another build (exe ") &&
-                      strstr(other, "kernels; this one: exe "),
+                      strstr(other, "; this one: exe "),
               "resume by another build: a warning naming both builds: %s", other ? other : "");
     free(other);
     CHECK_MSG(test_same_outputs(dir, "sync-full", "other", 1),
               "resume by another build of the same code = uninterrupted");
+    /* format 4 (before the build was recorded) resumes, with the warning; 3 is refused */
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "v4", "--workers 0 --checkpoint-every 2") ==
+          130);
+    CHECK(sh("cp -r @/v4 @/v3") == 0);
+    CHECK(rewrite_version("v4", 4, 15) == SIM_OK && rewrite_version("v3", 3, 15) == SIM_OK);
+    CHECK_MSG(resume("v4", "--workers 0") == 0, "format 4 resumes");
+    char *v4 = text_of("v4", "rerr");
+    CHECK_MSG(v4 && strstr(v4, "another build (unrecorded: format version 4; this one: exe "),
+              "format 4: the warning says the build is unrecorded: %s", v4 ? v4 : "");
+    free(v4);
+    CHECK_MSG(test_same_outputs(dir, "sync-full", "v4", 1), "format 4 resumed = uninterrupted");
+    check_rejected("v3", "format 3",
+                   "checkpoint format version 3; this fedsim reads versions 4 and 5");
 
     /* (b) a real SIGINT lands on a running run at some event; resume ends the same */
     const char *long_set = "--workers 2 --set rounds=100 --set 'federation={per_round: 2, "
