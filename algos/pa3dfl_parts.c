@@ -217,20 +217,14 @@ double fl_p3_backward_flops(const fl_p3_net *d, int kb, int B)
     return f;
 }
 
-/* Between the column orders (r, j) and (j, r) of rows of R2·nb: out[b][j][r] = in[b][r][j], or
- * the reverse with back. */
-static void swap_order(float *out, const float *in, int B, int R2, int nb, int back)
+/* out[b][c][r] = in[b][r][c]: each of B rows read as a rows × cols matrix, transposed (the
+ * column orders (r, j) and (j, r) of rows of R2·nb). */
+static void transpose_rows(float *out, const float *in, int B, int rows, int cols)
 {
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < R2; r++)
-            for (int j = 0; j < nb; j++) {
-                size_t rj = (size_t)b * R2 * nb + (size_t)r * nb + j,
-                       jr = (size_t)b * R2 * nb + (size_t)j * R2 + r;
-                if (back)
-                    out[rj] = in[jr];
-                else
-                    out[jr] = in[rj];
-            }
+    for (size_t b = 0, n = (size_t)rows * cols; b < (size_t)B; b++)
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                out[b * n + (size_t)c * rows + r] = in[b * n + (size_t)r * cols + c];
 }
 
 /* batch_backward at full width (every block kept, the input not pruned): v (R2 × nb·S) read as
@@ -243,13 +237,13 @@ static void full_batch_backward(const fl_p3_layer *q, int B, const float *x, con
     float *z = sim_xmalloc(sizeof(float) * 2 * (size_t)B * n), *zj = z + (size_t)B * n;
     /* z[b][r][j] = x_b·v_j[r]; then in (j, r) order, B·nb rows of R2 beside dy's B·nb rows of R1 */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, n, S, 1, x, S, V, S, 0, z, n);
-    swap_order(zj, z, B, R2, nb, 0);
+    transpose_rows(zj, z, B, R2, nb);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R1, R2, B * nb, 1, dy, R1, zj, R2, 1, dU,
                 R2);
     /* g_j = dy_j·u in (j, r) order, back to (r, j): dv (as R2·nb rows of S) += gᵀ·x */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B * nb, R2, R1, 1, dy, R1, U, R2, 0, zj,
                 R2);
-    swap_order(z, zj, B, R2, nb, 1);
+    transpose_rows(z, zj, B, nb, R2);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, S, B, 1, z, n, x, S, 1, dV, S);
     free(z);
 }

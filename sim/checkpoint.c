@@ -74,7 +74,7 @@ int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err)
     return SIM_OK;
 }
 
-void sim_checkpoint_build(char *buf, size_t cap)
+const char *sim_checkpoint_build(void)
 {
     static char id[256]; /* the program file a process runs does not change: hash it once */
     if (!id[0]) {
@@ -87,7 +87,7 @@ void sim_checkpoint_build(char *buf, size_t cap)
         snprintf(id, sizeof id, "exe %s, %s kernels, %s", exe, sim_blas_corename(),
                  openblas_get_config());
     }
-    snprintf(buf, cap, "%s", id);
+    return id;
 }
 
 static int write_all(int fd, const void *p, size_t n)

@@ -24,10 +24,10 @@ int sim_checkpoint_hash_file(const char *path, uint64_t *out, sim_err *err);
 
 /* What the numbers a run computes depend on beyond its scenario: "exe HASH, KERNELS kernels,
  * CONFIG", the FNV-1a 64 of this program's file, the OpenBLAS kernels in use and the library's
- * configuration string (its version) (cap bytes into buf). Under MPI it is the coordinator's. A
- * run resumed under another build goes on correctly, but its remaining rounds can round
- * differently from an uninterrupted run's. */
-void sim_checkpoint_build(char *buf, size_t cap);
+ * configuration string (its version); computed once a process. Under MPI it is the
+ * coordinator's. A run resumed under another build goes on correctly, but its remaining rounds
+ * can round differently from an uninterrupted run's. */
+const char *sim_checkpoint_build(void);
 
 /* Atomically replace path by payload + trailer. On error path is untouched and err names it. */
 int sim_checkpoint_write(const char *path, const void *payload, size_t len, sim_err *err);

@@ -1014,9 +1014,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
         msgpack_pack_double(pk, cl->acc);
     }
     e->spec.algo->server_save(e->server, pk);
-    char build[256];
-    sim_checkpoint_build(build, sizeof build);
-    pack_str(pk, build);
+    pack_str(pk, sim_checkpoint_build());
     char path[1100];
     ckpt_path(e, path, sizeof path);
     int rc = sim_checkpoint_write(path, sb.data, sb.size, err);
@@ -1269,8 +1267,8 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         snprintf(why, sizeof why, "%s", err->msg);
         return sim_fail(err, rc, path, 0, 0, "%s; not loaded", why);
     }
-    char build[256], theirs[256];
-    sim_checkpoint_build(build, sizeof build);
+    const char *build = sim_checkpoint_build();
+    char theirs[256];
     if (bo)
         snprintf(theirs, sizeof theirs, "%.*s", (int)bo->via.str.size, bo->via.str.ptr);
     else
