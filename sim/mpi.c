@@ -1,7 +1,8 @@
 /* sim/mpi.c -- worker ranks and the coordinator's pool link over MPI (see mpi.h).
  *
  * Messages on MPI_COMM_WORLD, all MPI_BYTE:
- *   TAG_HELLO  worker -> 0: msgpack [rank, host, pid, text_digest, env_digest, error (str|nil)]
+ *   TAG_HELLO  worker -> 0: msgpack [rank, host, pid, text_digest, env_digest, error (str|nil),
+ *              build (sim_checkpoint_build)]
  *   TAG_JOB    0 -> worker: a job frame body (sim/frame.h, without the length prefix: an MPI
  *              message carries its own length)
  *   TAG_RESULT worker -> 0: a result frame body
@@ -10,6 +11,7 @@
  */
 #define _GNU_SOURCE /* gethostname's HOST_NAME_MAX */
 #include "sim/mpi.h"
+#include "sim/checkpoint.h"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -24,6 +26,7 @@ enum { TAG_HELLO = 1, TAG_JOB = 2, TAG_RESULT = 3, TAG_STOP = 4, HOST_LEN = 64 }
 typedef struct mpi_peer {
     char host[HOST_LEN];
     int pid;
+    char build[256]; /* sim_checkpoint_build of its process */
 } mpi_peer;
 
 struct sim_mpi {
@@ -111,7 +114,7 @@ static int send_hello(int rank, uint64_t text_digest, uint64_t env_digest, int l
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 6);
+    msgpack_pack_array(&pk, 7);
     msgpack_pack_int(&pk, rank);
     pack_str(&pk, host);
     msgpack_pack_int(&pk, (int)getpid());
@@ -124,6 +127,7 @@ static int send_hello(int rank, uint64_t text_digest, uint64_t env_digest, int l
     } else {
         msgpack_pack_nil(&pk);
     }
+    pack_str(&pk, sim_checkpoint_build());
     int rc = MPI_Send(sb.data, (int)sb.size, MPI_BYTE, 0, TAG_HELLO, MPI_COMM_WORLD);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -225,12 +229,13 @@ static int take_hello(sim_mpi *m, int r, const void *body, size_t len, uint64_t 
     const msgpack_object *a = NULL;
     int rc = SIM_OK;
     if (msgpack_unpack_next(&u, body, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
-        u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 6 ||
+        u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 7 ||
         (a = u.data.via.array.ptr)[1].type != MSGPACK_OBJECT_STR ||
         a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         a[3].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         a[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        (a[5].type != MSGPACK_OBJECT_NIL && a[5].type != MSGPACK_OBJECT_STR)) {
+        (a[5].type != MSGPACK_OBJECT_NIL && a[5].type != MSGPACK_OBJECT_STR) ||
+        a[6].type != MSGPACK_OBJECT_STR) {
         msgpack_unpacked_destroy(&u);
         return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
                         "worker rank %d sent a malformed hello (%zu bytes): is it the same "
@@ -240,6 +245,7 @@ static int take_hello(sim_mpi *m, int r, const void *body, size_t len, uint64_t 
     mpi_peer *p = &m->peer[r];
     snprintf(p->host, sizeof p->host, "%.*s", (int)a[1].via.str.size, a[1].via.str.ptr);
     p->pid = (int)a[2].via.u64;
+    snprintf(p->build, sizeof p->build, "%.*s", (int)a[6].via.str.size, a[6].via.str.ptr);
     char name[160];
     link_name(m, r - 1, name, sizeof name);
     if (a[5].type == MSGPACK_OBJECT_STR)
@@ -257,6 +263,28 @@ static int take_hello(sim_mpi *m, int r, const void *body, size_t len, uint64_t 
                       name, (unsigned long long)a[4].via.u64, (unsigned long long)env_digest);
     msgpack_unpacked_destroy(&u);
     return rc;
+}
+
+/* One warning per build other than ours among the workers. Not an error: a cluster's nodes can
+ * differ in CPU (so in OpenBLAS kernels) and still train correctly, but a job's float rounding
+ * then depends on the rank that trains it, and the outputs on which rank got which job. */
+static void warn_builds(const sim_mpi *m)
+{
+    const char *ours = sim_checkpoint_build();
+    for (int r = 1; r < m->size; r++) {
+        const mpi_peer *p = &m->peer[r];
+        int first = strcmp(p->build, ours) != 0, n = 0;
+        for (int q = 1; q < r && first; q++)
+            first = strcmp(m->peer[q].build, p->build) != 0;
+        if (!first) continue;
+        for (int q = r; q < m->size; q++)
+            n += !strcmp(m->peer[q].build, p->build);
+        fprintf(stderr,
+                "fedsim: warning: %d worker rank%s (the first: rank %d, host %s) run%s another "
+                "build (%s; rank 0: %s): the run goes on, but a job can round differently on "
+                "them, so the outputs can differ from a run on one build\n",
+                n, n > 1 ? "s" : "", r, p->host, n > 1 ? "" : "s", p->build, ours);
+    }
 }
 
 int sim_mpi_open(sim_mpi **out, sim_pool_link *link, uint64_t text_digest, uint64_t env_digest,
@@ -283,6 +311,7 @@ int sim_mpi_open(sim_mpi **out, sim_pool_link *link, uint64_t text_digest, uint6
         sim_mpi_close(m);
         return rc;
     }
+    warn_builds(m);
     *link = (sim_pool_link){m->size - 1, m, link_send, link_recv, link_name, 1e-3, stop};
     *out = m;
     return SIM_OK;

@@ -6,8 +6,9 @@
  * same files at the same paths on every node): datasets never travel, only the job and result
  * frames of sim/frame.h, one MPI message each (tags below). Before any job, each worker rank sends
  * a hello (rank, host, pid, the digests of sim_scenario_digest, or why it could not load the
- * scenario); the coordinator refuses to start unless every digest equals its own, naming the rank
- * and host that differ.
+ * scenario, and its build: sim_checkpoint_build); the coordinator refuses to start unless every
+ * digest equals its own, naming the rank and host that differ, and warns of ranks that run another
+ * build (another binary, or other OpenBLAS kernels on another CPU): they can round differently.
  *
  * Nobody spins while waiting: Open MPI and MPICH busy-poll inside blocking calls, which on a node
  * shared with other ranks takes the cores they train on. Waits here are MPI_Iprobe with a short

@@ -3,11 +3,13 @@
  * binary run alone with --workers 0 and 2 (byte-identity is promised per binary; another build
  * of fedsim, with other flags, need not round the same), on the tiny scenario and on a short FedAvg
  * Fashion-MNIST run: metrics.tsv, clients.tsv, events.msgpack and timeline.tsv must be
- * byte-identical. Then failures: worker ranks given another seed than the coordinator are refused
- * by the hello check; a worker rank killed mid-run (FEDSIM_TEST_WORKER_KILL, sim/frame.h) ends the
- * run, under Open MPI's default teardown and under --enable-recovery with --job-timeout (where rank
- * 0 survives to name the rank), leaving a checkpoint that `fedsim resume`, locally and under
- * mpirun, continues to the uninterrupted run's outputs.
+ * byte-identical. Worker ranks running another build (a copy of the binary one byte longer) are
+ * named in a warning and change nothing here. Then failures: worker ranks given another seed than
+ * the coordinator are refused by the hello check; a worker rank killed mid-run
+ * (FEDSIM_TEST_WORKER_KILL, sim/frame.h) ends the run, under Open MPI's default teardown and under
+ * --enable-recovery with --job-timeout (where rank 0 survives to name the rank), leaving a
+ * checkpoint that `fedsim resume`, locally and under mpirun, continues to the uninterrupted run's
+ * outputs.
  *
  * `make test` installs Open MPI when it is missing; only when mpirun is still not there does this
  * test skip, saying so. */
@@ -67,6 +69,18 @@ static int has(const char *name, const char *what)
     return yes;
 }
 
+/* dir/name.err holds what (no message when it does not). */
+static int says(const char *name, const char *what)
+{
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/%s.err", dir, name);
+    char *s = test_slurp(p, &len);
+    int yes = s && strstr(s, what);
+    free(s);
+    return yes;
+}
+
 static int exists(const char *name, const char *file)
 {
     char p[200];
@@ -105,14 +119,29 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "f0", "fm", 1), "fmnist: MPI ranks match --workers 0");
     CHECK_MSG(test_same_outputs(dir, "f2", "fm", 1), "fmnist: MPI ranks match --workers 2");
     CHECK_MSG(!test_same_outputs(dir, "t0", "f0", 0), "the comparison can fail");
+    CHECK_MSG(!says("tm", "another build"), "one build: no warning");
+
+    /* worker ranks on another build (the same code, one byte appended to the program file) are
+     * named, once for both, and the run goes on */
+    char args[1024], prefix[256];
+    snprintf(args, sizeof args, "cp %s %s/other && printf x >>%s/other", mpibin, dir, dir);
+    CHECK(system(args) == 0);
+    snprintf(args, sizeof args,
+             "run scenarios/tiny.yaml -q --plots none --out %s/ob : -np 2 %s/other run "
+             "scenarios/tiny.yaml -q --plots none --out %s/ob",
+             dir, dir, dir);
+    snprintf(prefix, sizeof prefix, "%s -np 1", mpirun);
+    CHECK_MSG(sh("", prefix, mpibin, args, "ob") == 0, "worker ranks on another build: exit 0");
+    CHECK(has("ob", "warning: 2 worker ranks (the first: rank 1, host ") &&
+          has("ob", "run another build (exe ") && has("ob", "; rank 0: exe "));
+    CHECK_MSG(test_same_outputs(dir, "t0", "ob", 1),
+              "another build of the same code: same outputs");
 
     /* worker ranks that resolve another scenario (here: another seed) are refused by name */
-    char args[1024];
     snprintf(args, sizeof args,
              "run scenarios/tiny.yaml -q --plots none --out %s/bad : -np 2 %s run "
              "scenarios/tiny.yaml --seed 8 -q --plots none --out %s/bad",
              dir, mpibin, dir);
-    char prefix[256];
     snprintf(prefix, sizeof prefix, "%s -np 1", mpirun);
     CHECK(sh("", prefix, mpibin, args, "bad") != 0);
     CHECK(has("bad", "worker rank 1 (host ") && has("bad", "resolved another scenario"));
