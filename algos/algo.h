@@ -189,7 +189,9 @@ typedef struct fl_result {
     msgpack_sbuffer priv; /* new private state; size 0 = keep none */
     nn_cost cost;         /* FLOPs executed (or that would be, in cost-only mode) */
     double loss;          /* mean training loss over the job's batches */
-    int steps;            /* SGD steps taken */
+    int steps;            /* SGD steps taken, on every model the job updates (Ditto's and
+                             APFL's two, FedRep's head then body): each costs the device its
+                             step_overhead (devices/profile.h) */
 } fl_result;
 
 /* Per-process scratch an algorithm's client_train may use (a model instance, buffers). */
@@ -300,6 +302,8 @@ int fl_loop_next(fl_loop *L);
 /* Account the job into res (FLOPs and samples the model counted since start, mean loss, steps)
  * and free the loop. */
 void fl_loop_finish(fl_loop *L, fl_result *res);
+/* Add steps to res->steps (saturating at INT32_MAX). */
+void fl_count_steps(fl_result *res, int64_t steps);
 
 /* FjORD's nested width for one local step of a client whose widest is top: a grid width up to
  * top, or uniform in [min, max] when all clients share one width. */

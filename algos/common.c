@@ -94,7 +94,13 @@ static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result 
     res->cost.flops_masked += n_full * cb.flops_masked + ns * cr.flops_masked;
     res->cost.flops_masked_nnz += n_full * cb.flops_masked_nnz + ns * cr.flops_masked_nnz;
     res->cost.samples += n_full * cb.samples + ns * cr.samples;
-    res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
+    fl_count_steps(res, steps);
+}
+
+void fl_count_steps(fl_result *res, int64_t steps)
+{
+    int64_t s = res->steps + steps;
+    res->steps = s > INT32_MAX ? INT32_MAX : (int)s;
 }
 
 void fl_prox_grad(nn_model *m, double mu, const float *anchor)
@@ -155,7 +161,7 @@ void fl_loop_finish(fl_loop *L, fl_result *res)
     res->cost.flops_masked_nnz += now->flops_masked_nnz - b->flops_masked_nnz;
     res->cost.samples += now->samples - b->samples;
     res->loss = L->steps ? L->loss / L->steps : 0;
-    res->steps = L->steps > INT32_MAX ? INT32_MAX : (int)L->steps;
+    fl_count_steps(res, L->steps);
     nn_batcher_destroy(&L->b);
 }
 

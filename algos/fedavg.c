@@ -286,7 +286,9 @@ static int apfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
             memcpy(v, pm.params, nf * sizeof(float));
             if (cfg->apfl_adapt) alpha = fmin(1, fmax(0, alpha - L.lr * ga));
         }
+        int64_t steps = L.steps;
         fl_loop_finish(&L, res);
+        fl_count_steps(res, steps); /* v's: a step of its own on every minibatch */
         res->cost.flops += pm.cost.flops;
         res->cost.flops_masked += pm.cost.flops_masked;
         res->cost.flops_masked_nnz += pm.cost.flops_masked_nnz;

@@ -547,7 +547,7 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
         nn_model_forward_cost(m, nv, &c);
         res->cost.flops += fl_p3_compose_flops(d, kb) + cfg->pa3dfl.alphas * c.flops;
     }
-    res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
+    fl_count_steps(res, steps);
 }
 
 /* Without the hyper-network: the client's kept personal entries from its private state, or the

@@ -228,6 +228,7 @@ static void fedrep_sgd(const fl_env *env, const fl_job *job, nn_model *m, const 
             res->cost.flops += c.flops + fl_head_step_flops(&m->arch, nb);
             res->cost.samples += nb;
         }
+        fl_count_steps(res, steps);
     } else {
         fl_loop L;
         if (fl_loop_start(&L, env, &hj, m)) {

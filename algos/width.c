@@ -211,7 +211,7 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
             }
             res->cost.samples += nb;
         }
-        res->steps = steps > INT32_MAX ? INT32_MAX : (int)steps;
+        fl_count_steps(res, steps);
         return;
     }
     fl_loop L;

@@ -42,11 +42,13 @@ double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
 }
 
 sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, sim_time start)
+                        double flops_masked_nnz, double steps, sim_time start)
 {
     assert(p->compute_flops > 0 && "profile without compute");
-    assert(start >= 0);
-    double work = dev_work_flops(p, flops, flops_masked, flops_masked_nnz);
+    assert(start >= 0 && steps >= 0);
+    /* the overhead as the work it stands for at full speed, so a speed trace scales it alike */
+    double work = dev_work_flops(p, flops, flops_masked, flops_masked_nnz) +
+                  p->compute_flops * steps * ((double)p->step_overhead_ns / 1e9);
     if (work <= 0) return 0;
     const dev_trace *tr = p->speed;
     if (!tr) return add_seconds(0, work / p->compute_flops);
@@ -79,6 +81,31 @@ sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
         }
         t = next;
     }
+}
+
+int dev_fit_step_cost(const double *flops, const double *secs, int n, double *compute,
+                      double *overhead_s)
+{
+    /* minimize sum_i w_i (a F_i + c - t_i)^2 with w_i = 1 / t_i^2: a = 1 / compute, c the
+     * overhead; the 2 x 2 normal equations, or c = 0 and one */
+    double sff = 0, sf = 0, s1 = 0, sft = 0, st = 0;
+    for (int i = 0; i < n; i++) {
+        double w = 1 / (secs[i] * secs[i]), f = flops[i], t = secs[i];
+        sff += w * f * f, sf += w * f, s1 += w, sft += w * f * t, st += w * t;
+    }
+    double det = sff * s1 - sf * sf, a = 0, c = -1;
+    if (n >= 2 && det > 1e-12 * sff * s1) {
+        a = (sft * s1 - sf * st) / det;
+        c = (sff * st - sf * sft) / det;
+    }
+    if (!(c >= 0 && a > 0)) {
+        c = 0;
+        a = sff > 0 ? sft / sff : 0;
+    }
+    if (!(a > 0)) return -1;
+    *compute = 1 / a;
+    *overhead_s = c;
+    return 0;
 }
 
 sim_time dev_transfer_ns(sim_time latency, double bytes, double bps)
@@ -273,6 +300,11 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
     if ((v = sim_yaml_get(node, "sparse_eff")) &&
         (rc = sim_yaml_double(v, "sparse_eff", 0.0, 1.0, &out->sparse_eff, err)))
         return rc;
+    if ((v = sim_yaml_get(node, "step_overhead"))) {
+        if ((rc = sim_yaml_time(v, "step_overhead", &out->step_overhead_ns, err))) return rc;
+        if (out->step_overhead_ns < 0)
+            return sim_yaml_fail(v, err, "step_overhead must be >= 0 (e.g. 1.5 ms)");
+    }
     if ((v = sim_yaml_get(node, "availability"))) {
         dev_avail_spec s;
         if ((rc = dev_avail_spec_from_yaml(&s, v, err))) return rc;
@@ -370,7 +402,7 @@ static void format_field(char *buf, size_t n, const dev_profile *p, int f)
 
 void dev_profile_describe(const dev_profile *p, char *buf, size_t n)
 {
-    char v[DEV_FIELD_COUNT][96], cap[32], av[128];
+    char v[DEV_FIELD_COUNT][96], cap[32], av[128], oh[48] = "";
     for (int f = 0; f < DEV_FIELD_COUNT; f++)
         format_field(v[f], sizeof v[f], p, f);
     if (p->capacity > 0)
@@ -383,8 +415,14 @@ void dev_profile_describe(const dev_profile *p, char *buf, size_t n)
         sp = strrchr(p->speed->file, '/');
         sp = sp ? sp + 1 : p->speed->file;
     }
+    if (p->step_overhead_ns > 0) {
+        char t[32];
+        sim_format_time(t, sizeof t, p->step_overhead_ns);
+        snprintf(oh, sizeof oh, ", step_overhead %s", t);
+    }
     snprintf(buf, n,
-             "compute %s, up %s, down %s, latency %s, memory %s, capacity %s, sparse_eff %.3g, "
+             "compute %s, up %s, down %s, latency %s, memory %s, capacity %s, sparse_eff %.3g%s, "
              "availability %s%s%s",
-             v[0], v[1], v[2], v[3], v[4], cap, p->sparse_eff, av, p->speed ? ", speed " : "", sp);
+             v[0], v[1], v[2], v[3], v[4], cap, p->sparse_eff, oh, av, p->speed ? ", speed " : "",
+             sp);
 }

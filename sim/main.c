@@ -1,4 +1,5 @@
-/* sim/main.c -- the fedsim command line: run, resume, check, sweep, plot, devices, events, train.
+/* sim/main.c -- the fedsim command line: run, resume, check, sweep, plot, devices, events,
+ * calibrate, train.
  *
  * Errors print as "fedsim: file:line:col: message" and exit with status 2; a run that fails
  * midway keeps the outputs written so far.
@@ -109,6 +110,14 @@ static const char usage[] =
         "             list the device catalog [devices/catalog.yaml]\n"
         "  events RUN_DIR|FILE\n"
         "             print a run's events.msgpack as text\n"
+        "  calibrate [--model NAME] [--data NAME] [--data-dir DIR] [--batch N]\n"
+        "             [--widths P,P,...] [--seconds S]\n"
+        "             time SGD steps of the model at each width on this machine (one BLAS\n"
+        "             thread, as a worker; the best of 3 runs of S seconds [1] each) and fit\n"
+        "             the device cost model to them: compute (FLOP/s) and step_overhead (time\n"
+        "             a step takes beyond its FLOPs), with each width's error, and the error\n"
+        "             of FLOPs alone [pa3dfl-cnn, fashion-mnist, batch 50, widths\n"
+        "             1,0.5,0.25,0.125,0.0625]\n"
         "  train      train a model centrally and report test accuracy per epoch\n"
         "  help       show this text\n"
         "\n"
@@ -148,6 +157,13 @@ static int die(const char *msg)
 {
     fprintf(stderr, "fedsim: %s\n", msg);
     return 2;
+}
+
+static int print_err(const sim_err *err)
+{
+    char msg[1200];
+    sim_err_format(err, msg, sizeof msg);
+    return die(msg);
 }
 
 static int parse_num(const char *key, const char *s, double lo, double hi, double *out)
@@ -308,14 +324,185 @@ static int cmd_train(int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* run, check, devices, events */
+/* calibrate: this machine's seconds per SGD step against the FLOPs the cost model counts */
 
-static int print_err(const sim_err *err)
+enum { CAL_MAX_WIDTHS = 16 };
+
+typedef struct cal_opts {
+    train_opts t; /* model, data, data_dir, batch, seed */
+    double widths[CAL_MAX_WIDTHS], seconds;
+    int n_widths;
+} cal_opts;
+
+/* "1,0.5,..." into o->widths, each in (0, 1]. */
+static int parse_widths(cal_opts *o, const char *v)
 {
-    char msg[1200];
-    sim_err_format(err, msg, sizeof msg);
-    return die(msg);
+    o->n_widths = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        double w = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !(w > 0 && w <= 1) ||
+            o->n_widths == CAL_MAX_WIDTHS) {
+            fprintf(stderr,
+                    "fedsim calibrate: --widths: '%s' is not a list of up to %d widths in "
+                    "(0, 1] (e.g. 1,0.5,0.25)\n",
+                    v, CAL_MAX_WIDTHS);
+            return -1;
+        }
+        o->widths[o->n_widths++] = w;
+        p = *end ? end + 1 : end;
+    }
+    return o->n_widths ? 0 : -1;
 }
+
+static int parse_calibrate(cal_opts *o, int argc, char **argv)
+{
+    *o = (cal_opts){.t = {.model = "pa3dfl-cnn",
+                          .data = "fashion-mnist",
+                          .batch = 50,
+                          .lr = 0.01,
+                          .seed = 1},
+                    .widths = {1, 0.5, 0.25, 0.125, 0.0625},
+                    .seconds = 1.0,
+                    .n_widths = 5};
+    for (int i = 0; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
+        double x;
+        int rc = 0;
+        if (strncmp(k, "--", 2) || !v) {
+            fprintf(stderr, "fedsim calibrate: expected --option VALUE, got '%s'\n", k);
+            return -1;
+        }
+        if (!strcmp(k, "--model"))
+            o->t.model = v;
+        else if (!strcmp(k, "--data"))
+            o->t.data = v;
+        else if (!strcmp(k, "--data-dir"))
+            o->t.data_dir = v;
+        else if (!strcmp(k, "--batch"))
+            rc = parse_num(k, v, 1, 65536, &x), o->t.batch = (int)x;
+        else if (!strcmp(k, "--widths"))
+            rc = parse_widths(o, v);
+        else if (!strcmp(k, "--seconds"))
+            rc = parse_num(k, v, 0.001, 3600, &o->seconds);
+        else {
+            fprintf(stderr, "fedsim calibrate: unknown option '%s' (see fedsim help)\n", k);
+            return -1;
+        }
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* 100·e rounded to a tenth, with no "-0.0" for an error that rounds to nothing. */
+static double percent(double e)
+{
+    return round(1000 * e) / 10 + 0.0;
+}
+
+/* Seconds per SGD step of m on full batches from b: the best of 3 runs of at least `secs` each,
+ * after one of warm-up (other load on the machine only ever slows a run down). */
+static double step_seconds(nn_model *m, nn_batcher *b, const nn_sgd *opt, double secs)
+{
+    double best = INFINITY;
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = now_s(), t;
+        long steps = 0;
+        do {
+            int B = nn_batcher_next(b);
+            if (!B) B = nn_batcher_next(b); /* an epoch ended */
+            nn_model_train_step(m, opt, b->x, b->y, B);
+            steps++;
+        } while ((t = now_s() - t0) < secs);
+        if (rep > 0 && t / (double)steps < best) best = t / (double)steps;
+    }
+    return best;
+}
+
+static int cmd_calibrate(int argc, char **argv)
+{
+    cal_opts o;
+    if (parse_calibrate(&o, argc, argv)) return 2;
+    openblas_set_num_threads(1); /* as a worker trains */
+    sim_err err = {0};
+    nn_dataset train = {0}, test = {0};
+    nn_arch arch;
+    if (load_data(&o.t, &train, &test, &err) ||
+        nn_arch_build(&arch, o.t.model, train.c, train.h, train.w, train.classes, &err)) {
+        nn_dataset_destroy(&train);
+        nn_dataset_destroy(&test);
+        return print_err(&err);
+    }
+    int B = o.t.batch, rc = 0;
+    if (B > train.n) {
+        fprintf(stderr, "fedsim calibrate: --batch %d is more than the %d training samples\n", B,
+                train.n);
+        nn_dataset_destroy(&train);
+        nn_dataset_destroy(&test);
+        return 2;
+    }
+    double flops[CAL_MAX_WIDTHS], secs[CAL_MAX_WIDTHS];
+    printf("# fedsim calibrate: model %s, batch %d, one BLAS thread (%s kernels); per width, the "
+           "best of 3 runs of %g s of SGD steps\n",
+           o.t.model, B, sim_blas_corename(), o.seconds);
+    fflush(stdout);
+    for (int i = 0; i < o.n_widths; i++) {
+        nn_model m;
+        nn_model_init(&m, &arch, B);
+        sim_rng r;
+        sim_rng_seed(&r, o.t.seed, SIM_RNG_INIT_WEIGHTS, 0);
+        nn_model_init_params(&m, &r);
+        if (o.widths[i] < 1) nn_model_set_width(&m, o.widths[i], 0);
+        nn_cost c;
+        nn_model_step_cost(&m, B, &c);
+        sim_rng_seed(&r, o.t.seed, SIM_RNG_BATCHES, 0);
+        nn_batcher b;
+        nn_batcher_init(&b, &train, NULL, train.n, B, 1, &r);
+        nn_sgd opt = {(float)o.t.lr, 0, 0, 0};
+        flops[i] = c.flops;
+        secs[i] = step_seconds(&m, &b, &opt, o.seconds);
+        fprintf(stderr, "\rwidth %g: %.3g ms a step ", o.widths[i], secs[i] * 1e3);
+        nn_batcher_destroy(&b);
+        nn_model_destroy(&m);
+    }
+    fprintf(stderr, "\r%40s\r", "");
+    double compute, oh;
+    if (dev_fit_step_cost(flops, secs, o.n_widths, &compute, &oh)) {
+        fprintf(stderr, "fedsim calibrate: the model has no FLOPs to fit a rate to\n");
+        rc = 2;
+    }
+    if (!rc) {
+        /* time ∝ FLOPs alone, at the first width's rate (the full model's, by default) */
+        double rate = flops[0] / secs[0], worst0 = 0, worst1 = 0;
+        int at0 = 0;
+        printf("width\tflops_per_step\tms_per_step\tgflops\terr_flops_only\terr_fitted\n");
+        for (int i = 0; i < o.n_widths; i++) {
+            double e0 = (flops[i] / rate - secs[i]) / secs[i],
+                   e1 = (flops[i] / compute + oh - secs[i]) / secs[i];
+            if (fabs(e0) > fabs(worst0)) worst0 = e0, at0 = i;
+            if (fabs(e1) > fabs(worst1)) worst1 = e1;
+            printf("%g\t%.0f\t%.4g\t%.3g\t%+.1f%%\t%+.1f%%\n", o.widths[i], flops[i], secs[i] * 1e3,
+                   flops[i] / secs[i] * 1e-9, percent(e0), percent(e1));
+        }
+        char ohs[32];
+        sim_format_time(ohs, sizeof ohs, (sim_time)llround(oh * 1e9));
+        printf("# FLOPs alone (compute %.3g GFLOPS, width %g's rate): off by up to %+.1f%% (width "
+               "%g: %.3g ms predicted, %.3g ms measured)\n",
+               rate * 1e-9, o.widths[0], percent(worst0), o.widths[at0], flops[at0] / rate * 1e3,
+               secs[at0] * 1e3);
+        printf("# fitted: compute %.3g GFLOPS, step_overhead %s: off by up to %+.1f%%\n",
+               compute * 1e-9, ohs, percent(worst1));
+        printf("# as a device profile: {compute: %.3g GFLOPS, step_overhead: %s, up: ..., down: "
+               "..., latency: ..., memory: ...}\n",
+               compute * 1e-9, ohs);
+    }
+    nn_dataset_destroy(&train);
+    nn_dataset_destroy(&test);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* run, check, devices, events */
 
 enum { MAX_SETS = 64, MAX_VARY = 8 };
 
@@ -816,7 +1003,8 @@ static int cmd_check(int argc, char **argv)
             rc = print_err(&aerr);
         double work = dev_work_flops(d, res.cost.flops, res.cost.flops_masked,
                                      res.cost.flops_masked_nnz),
-               ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1;
+               ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1,
+               step_ratio = rd.steps > 0 ? (double)res.steps / rd.steps : 1;
         double down_b = sim_message_bytes(&sc.spec, job.down_len),
                up_b = sim_message_bytes(&sc.spec, res.up_bytes);
         fl_result_destroy(&res);
@@ -835,7 +1023,7 @@ static int cmd_check(int argc, char **argv)
         char fits[32] = "yes";
         if (fit < count) snprintf(fits, sizeof fits, fit ? "%d/%d" : "NO", fit, count);
         sim_time td = down_b > 0 ? dev_transfer_ns(d->latency_ns, down_b, d->down_bps) : 0;
-        sim_time tt = dev_compute_ns(d, flops * ratio, 0, 0, 0);
+        sim_time tt = dev_compute_ns(d, flops * ratio, 0, 0, steps * step_ratio, 0);
         sim_time tu = up_b > 0 ? dev_transfer_ns(d->latency_ns, up_b, d->up_bps) : 0;
         char a[32], b[32], cc[32], j[32];
         sim_format_time(a, sizeof a, td);
@@ -1408,6 +1596,7 @@ static int cli(int argc, char **argv, rank_hooks *ranks)
     if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 2, argv + 2);
     if (!strcmp(argv[1], "summary")) return cmd_summary(argc - 2, argv + 2);
     if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "calibrate")) return cmd_calibrate(argc - 2, argv + 2);
     if (!strcmp(argv[1], "events")) return cmd_events(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     fprintf(stderr, "fedsim: unknown command '%s' (see fedsim help)\n", argv[1]);

@@ -343,6 +343,47 @@ static void test_kernels(void)
     free(txt);
 }
 
+/* fedsim calibrate times each width and fits the cost model; its FLOPs per step are the cost
+ * model's counts (a half-wide MLP does a quarter of the hidden products), and bad options are
+ * refused. Times are this machine's: only their form is checked. */
+static void test_calibrate(void)
+{
+    char out[160], cmd[1024];
+    snprintf(out, sizeof out, "%s/cal.txt", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s calibrate --model fedpews-mlp --data synth-pews-3.2k --batch 16 --widths 1,0.5 "
+             "--seconds 0.02 > %s 2>/dev/null",
+             bin, out);
+    CHECK(system(cmd) == 0);
+    size_t len;
+    char *txt = test_slurp(out, &len);
+    double f[2] = {0}, ms[2] = {0}, w;
+    const char *row = txt ? strstr(txt, "err_fitted\n") : NULL;
+    int ok = row != NULL;
+    for (int i = 0; i < 2 && ok; i++) {
+        row = strchr(row, '\n') + 1;
+        ok = sscanf(row, "%lf %lf %lf", &w, &f[i], &ms[i]) == 3 && w == (i ? 0.5 : 1) && ms[i] > 0;
+    }
+    /* fedpews-mlp 5-32-64-128-32-4: at width 1/2 the hidden layers keep 16, 32, 64, 16 units */
+    CHECK_MSG(ok && f[0] == 1398784 && f[1] < f[0] / 2, "calibrate rows: %s", txt ? txt : "(none)");
+    CHECK_MSG(txt && strstr(txt, "# fitted: compute ") && strstr(txt, "step_overhead: ") &&
+                      strstr(txt, "# FLOPs alone (compute "),
+              "calibrate: %s", txt ? txt : "(none)");
+    free(txt);
+    static const char *const bad[] = {"--widths 0,1",   "--widths 1,x", "--seconds 0",
+                                      "--batch 100000", "--model nope", "--bogus 1"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s calibrate --data synth-pews-3.2k --model fedpews-mlp %s >/dev/null 2>%s", bin,
+                 bad[i], out);
+        int st = system(cmd);
+        txt = test_slurp(out, &len);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2 && txt && strstr(txt, "fedsim"),
+                  "calibrate %s: exit 2 with a message: %s", bad[i], txt ? txt : "");
+        free(txt);
+    }
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -497,6 +538,24 @@ int main(void)
     CHECK_MSG(t_gate < t_avg && u_gate < u_avg,
               "check: pFedGate %lld / %lld ns, FedAvg %lld / %lld", (long long)t_gate,
               (long long)u_gate, (long long)t_avg, (long long)u_avg);
+    /* ... and adds a step overhead per step: tiny's average job has `steps` of them */
+    sim_time t_oh, u_oh;
+    char mline[160];
+    snprintf(mline, sizeof mline, "%s/model.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s check scenarios/tiny.yaml | grep '^# model' > %s", bin, mline);
+    CHECK(system(cmd) == 0);
+    txt = test_slurp(mline, &len);
+    const char *at = txt ? strstr(txt, "samples (") : NULL;
+    int steps = 0;
+    CHECK(at && sscanf(at, "samples (%d steps of", &steps) == 1 && steps > 0);
+    free(txt);
+    CHECK(check_fast_row("--set 'devices.profiles.fast.step_overhead=1 s'", &t_oh, &u_oh) &&
+          check_fast_row("", &t_avg, &u_avg));
+    /* (the row prints 3 significant digits) */
+    CHECK_MSG(fabs((double)(t_oh - t_avg) / 1e9 - steps) <= 0.005 * steps + 0.01 && u_oh == u_avg,
+              "check: step overhead 1 s: train %lld ns, without %lld, %d steps", (long long)t_oh,
+              (long long)t_avg, steps);
+    test_calibrate();
     test_bad();
     test_shift();
     test_base();

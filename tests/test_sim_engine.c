@@ -128,6 +128,57 @@ static void test_timing(void)
     CHECK_EQ_I64(event_ns(&r, "download_done", 0, 0), 10000000 + 8LL * 60665 * 1000 / 8);
     CHECK_NEAR(r.t.bytes_up, 2 * 60665.0, 0);
     free(r.trace);
+
+    /* a step overhead adds to each of the job's 2 steps; cost-only prices it the same */
+    const char *oh[] = {"devices.profiles.d.step_overhead=1.5 ms", "cost_only=true"};
+    for (int co = 0; co < 2; co++) {
+        run_text(&r, yaml, oh, 1 + co);
+        CHECK_MSG(r.rc == 0, "step overhead run: %s", r.err);
+        CHECK_EQ_I64(event_ns(&r, "train_done", 0, 0), down + train + 2 * 1500000);
+        CHECK_EQ_I64(r.t.now, 2 * (job + 2 * 1500000));
+        CHECK_NEAR(r.t.flops, 2 * 2797568.0, 0); /* time, not FLOPs */
+        free(r.trace);
+    }
+}
+
+/* Every algorithm counts the same SGD steps when it trains as when it only prices its jobs
+ * (cost-only): on devices whose FLOPs and transfers take nanoseconds and whose steps take 1 s
+ * each, a run's simulated length counts whole steps, and must not depend on the mode. FedAvg's:
+ * 2 rounds of a job of 2 epochs of 50 steps (800 samples a client: 3,200 over 4, the local test
+ * splits coming from the test set). Ditto's and APFL's jobs step two models: twice as long. */
+static void test_steps_every_algorithm(void)
+{
+    const char *yaml =
+            "seed: 4\nrounds: 2\ndataset: {name: synth-pews-3.2k}\n"
+            "partition: {scheme: iid, clients: 4, local_test: 0.2, local_val: 0.5}\n"
+            "model: fedpews-mlp\n"
+            "algorithm: {name: fedavg, local_epochs: 2, batch_size: 16, lr: 0.01}\n"
+            "federation: {per_round: 2}\neval: {every: 0, personalized: false}\n"
+            "devices:\n  profiles:\n    d: {compute: 1000 TFLOPS, up: 1 Tbps, down: 1 Tbps, "
+            "latency: 0 ms, memory: 1 GiB, step_overhead: 1 s}\n"
+            "  mix: [{profile: d, share: 1}]\n";
+    long long fedavg = 0;
+    for (int i = 0; fl_algos[i]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "algorithm.name=%s", fl_algos[i]->name);
+        /* (DM-PFL's iterations must fit in the rounds) */
+        const char *sets[] = {name, "algorithm.dmpfl.iterations=1", "cost_only=true"};
+        long long len[2];
+        for (int co = 0; co < 2; co++) {
+            run r;
+            run_text(&r, yaml, sets, 2 + co);
+            CHECK_MSG(r.rc == 0, "%s: %s", fl_algos[i]->name, r.err);
+            len[co] = (long long)(r.t.now / 1000000000); /* whole steps */
+            free(r.trace);
+        }
+        CHECK_MSG(len[0] == len[1] && len[0] > 0, "%s: %lld steps trained, %lld priced",
+                  fl_algos[i]->name, len[0], len[1]);
+        if (fl_algos[i] == &fl_fedavg) fedavg = len[0];
+        if (fl_algos[i] == &fl_ditto || fl_algos[i] == &fl_apfl)
+            CHECK_MSG(len[0] == 2 * fedavg, "%s: %lld steps, FedAvg %lld", fl_algos[i]->name,
+                      len[0], fedavg);
+    }
+    CHECK_MSG(fedavg == 2 * 2 * 50, "FedAvg: %lld steps", fedavg);
 }
 
 static const char *base_yaml(void)
@@ -605,6 +656,7 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/fedsim-engine-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     test_timing();
+    test_steps_every_algorithm();
     test_determinism_and_selection();
     test_over_commit();
     test_deadline();
