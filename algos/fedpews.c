@@ -446,7 +446,9 @@ static void learned_sgd(const fl_env *env, const fl_job *job, nn_model *m, float
             if (mu > 0) fl_prox_grad(m, mu, anchor);
             nn_model_sgd_step(m, &opt);
         }
+        int64_t steps = L.steps;
         fl_loop_finish(&L, res);
+        fl_count_steps(res, steps); /* Procedure I's: a step of the scores on every minibatch */
         free(stash);
         free(gm);
     }

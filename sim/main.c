@@ -338,7 +338,7 @@ typedef struct cal_opts {
 static int parse_widths(cal_opts *o, const char *v)
 {
     o->n_widths = 0;
-    for (const char *p = v; *p;) {
+    for (const char *p = v;; p++) {
         char *end;
         double w = strtod(p, &end);
         if (end == p || (*end && *end != ',') || !(w > 0 && w <= 1) ||
@@ -350,9 +350,9 @@ static int parse_widths(cal_opts *o, const char *v)
             return -1;
         }
         o->widths[o->n_widths++] = w;
-        p = *end ? end + 1 : end;
+        if (!*end) return 0;
+        p = end;
     }
-    return o->n_widths ? 0 : -1;
 }
 
 static int parse_calibrate(cal_opts *o, int argc, char **argv)
@@ -366,11 +366,20 @@ static int parse_calibrate(cal_opts *o, int argc, char **argv)
                     .seconds = 1.0,
                     .n_widths = 5};
     for (int i = 0; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
+        const char *k = argv[i], *v = NULL;
+        char key[64];
+        const char *eq = strchr(k, '=');
+        if (eq) { /* --key=value, as train takes it */
+            snprintf(key, sizeof key, "%.*s", (int)(eq - k), k);
+            k = key;
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        }
         double x;
         int rc = 0;
         if (strncmp(k, "--", 2) || !v) {
-            fprintf(stderr, "fedsim calibrate: expected --option VALUE, got '%s'\n", k);
+            fprintf(stderr, "fedsim calibrate: expected --option VALUE, got '%s'\n", argv[i]);
             return -1;
         }
         if (!strcmp(k, "--model"))

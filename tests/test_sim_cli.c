@@ -351,7 +351,7 @@ static void test_calibrate(void)
     char out[160], cmd[1024];
     snprintf(out, sizeof out, "%s/cal.txt", dir);
     snprintf(cmd, sizeof cmd,
-             "%s calibrate --model fedpews-mlp --data synth-pews-3.2k --batch 16 --widths 1,0.5 "
+             "%s calibrate --model fedpews-mlp --data synth-pews-3.2k --batch=16 --widths 1,0.5 "
              "--seconds 0.02 > %s 2>/dev/null",
              bin, out);
     CHECK(system(cmd) == 0);
@@ -370,9 +370,10 @@ static void test_calibrate(void)
                       strstr(txt, "# FLOPs alone (compute "),
               "calibrate: %s", txt ? txt : "(none)");
     free(txt);
-    static const char *const bad[] = {"--widths 0,1",   "--widths 1,x", "--seconds 0",
-                                      "--batch 100000", "--model nope", "--bogus 1"};
-    for (int i = 0; i < 6; i++) {
+    static const char *const bad[] = {"--widths 0,1", "--widths 1,x", "--widths ''",
+                                      "--widths 1,",  "--seconds 0",  "--batch 100000",
+                                      "--model nope", "--bogus 1",    "--batch"};
+    for (int i = 0; i < 9; i++) {
         snprintf(cmd, sizeof cmd,
                  "%s calibrate --data synth-pews-3.2k --model fedpews-mlp %s >/dev/null 2>%s", bin,
                  bad[i], out);

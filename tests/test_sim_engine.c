@@ -141,6 +141,14 @@ static void test_timing(void)
     }
 }
 
+static int n_algos(void)
+{
+    int n = 0;
+    while (fl_algos[n])
+        n++;
+    return n;
+}
+
 /* Every algorithm counts the same SGD steps when it trains as when it only prices its jobs
  * (cost-only): on devices whose FLOPs and transfers take nanoseconds and whose steps take 1 s
  * each, a run's simulated length counts whole steps, and must not depend on the mode. FedAvg's:
@@ -158,25 +166,35 @@ static void test_steps_every_algorithm(void)
             "latency: 0 ms, memory: 1 GiB, step_overhead: 1 s}\n"
             "  mix: [{profile: d, share: 1}]\n";
     long long fedavg = 0;
-    for (int i = 0; fl_algos[i]; i++) {
+    /* every algorithm, then FedPeWS in its two warmups (its 2 rounds have none by default) */
+    int n = n_algos();
+    for (int i = 0; i < n + 2; i++) {
+        const fl_algo *a = i < n ? fl_algos[i] : &fl_fedpews;
         char name[64];
-        snprintf(name, sizeof name, "algorithm.name=%s", fl_algos[i]->name);
+        snprintf(name, sizeof name, "algorithm.name=%s", a->name);
         /* (DM-PFL's iterations must fit in the rounds) */
-        const char *sets[] = {name, "algorithm.dmpfl.iterations=1", "cost_only=true"};
+        const char *sets[] = {name,
+                              i < n    ? "algorithm.dmpfl.iterations=1"
+                              : i == n ? "algorithm.pews.mode=learned"
+                                       : "algorithm.pews.mode=fixed",
+                              "algorithm.pews.warmup=1", "cost_only=true"};
         long long len[2];
         for (int co = 0; co < 2; co++) {
             run r;
-            run_text(&r, yaml, sets, 2 + co);
-            CHECK_MSG(r.rc == 0, "%s: %s", fl_algos[i]->name, r.err);
+            run_text(&r, yaml, sets, 3 + co);
+            CHECK_MSG(r.rc == 0, "%s: %s", a->name, r.err);
             len[co] = (long long)(r.t.now / 1000000000); /* whole steps */
             free(r.trace);
         }
-        CHECK_MSG(len[0] == len[1] && len[0] > 0, "%s: %lld steps trained, %lld priced",
-                  fl_algos[i]->name, len[0], len[1]);
-        if (fl_algos[i] == &fl_fedavg) fedavg = len[0];
-        if (fl_algos[i] == &fl_ditto || fl_algos[i] == &fl_apfl)
-            CHECK_MSG(len[0] == 2 * fedavg, "%s: %lld steps, FedAvg %lld", fl_algos[i]->name,
-                      len[0], fedavg);
+        CHECK_MSG(len[0] == len[1] && len[0] > 0, "%s (%s): %lld steps trained, %lld priced",
+                  a->name, sets[1], len[0], len[1]);
+        if (a == &fl_fedavg) fedavg = len[0];
+        /* two models stepped on every minibatch, or (FedRep) the head's epochs then the body's,
+         * or (FedPeWS's learned warmup) the scores then the weights */
+        int twice = a == &fl_ditto || a == &fl_apfl || a == &fl_fedrep || i == n;
+        if (twice || i > n)
+            CHECK_MSG(len[0] == (twice ? 2 : 1) * fedavg, "%s (%s): %lld steps, FedAvg %lld",
+                      a->name, sets[1], len[0], fedavg);
     }
     CHECK_MSG(fedavg == 2 * 2 * 50, "FedAvg: %lld steps", fedavg);
 }

@@ -134,6 +134,8 @@ int main(void)
     CHECK_MSG(sh("", prefix, mpibin, args, "ob") == 0, "worker ranks on another build: exit 0");
     CHECK(has("ob", "warning: 2 worker ranks (the first: rank 1, host ") &&
           has("ob", "run another build (exe ") && has("ob", "; rank 0: exe "));
+    snprintf(args, sizeof args, "test \"$(grep -c 'warning: ' %s/ob.err)\" = 1", dir);
+    CHECK_MSG(system(args) == 0, "one warning for the two ranks of one build");
     CHECK_MSG(test_same_outputs(dir, "t0", "ob", 1),
               "another build of the same code: same outputs");
 
