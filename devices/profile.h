@@ -8,6 +8,10 @@
  *   compute time  = (effective FLOPs + compute x steps x step_overhead) / (compute x speed
  *                   factor), integrated over the speed trace
  *                   effective FLOPs = flops - sparse_eff x (flops_masked - flops_masked_nnz)
+ *   transfer time = latency + 8 x bytes / bandwidth            (per direction, per message)
+ *   fits          = peak training bytes <= memory
+ *   capacity      = the profile's own value, else min(1, memory / full-model bytes,
+ *                   compute / reference compute)               (dev_capacity)
  *
  * step_overhead (0 unless given) is the time an SGD step takes beyond its FLOPs at the sustained
  * rate: kernel launches, memory-bound element-wise work, the input layer's unfolding, all of
@@ -15,16 +19,13 @@
  * trains 52x faster than the full one, as its FLOPs say; an AMD EPYC core ran it 14x faster
  * (`fedsim calibrate` fits both figures for a model on the machine it runs on). A speed trace
  * slows it too.
- *   transfer time = latency + 8 x bytes / bandwidth            (per direction, per message)
- *   fits          = peak training bytes <= memory
- *   capacity      = the profile's own value, else min(1, memory / full-model bytes,
- *                   compute / reference compute)               (dev_capacity)
  *
  * Durations are computed in double seconds and rounded once to the nearest ns.
  *
  * In a file a profile is a YAML map with units in every value:
  *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
- *    capacity: 0.5, sparse_eff: 0.3, availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
+ *    capacity: 0.5, sparse_eff: 0.3, step_overhead: 1.5 ms,
+ *    availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
  *    speed: {file: load.trace, loop: 1 d}}
  * and compute, up, down, latency and memory may instead be per-client distributions,
  *   {lognormal: 20 Mbps, sigma: 0.5, min: 1 Mbps, max: 1 Gbps}   median 20 Mbps, log-space sigma,
