@@ -189,10 +189,11 @@ typedef struct fl_result {
     msgpack_sbuffer priv; /* new private state; size 0 = keep none */
     nn_cost cost;         /* FLOPs executed (or that would be, in cost-only mode) */
     double loss;          /* mean training loss over the job's batches */
-    int steps;            /* SGD steps taken, on everything the job updates (Ditto's and
-                             APFL's two models, FedRep's head then body, FedPeWS's scores and
-                             weights): each costs the device its step_overhead
-                             (devices/profile.h) */
+    int steps;            /* SGD steps taken: a minibatch's pass(es) and the update they
+                             feed; a job that updates two things on passes of their own counts
+                             both (Ditto's and APFL's two models, FedRep's head then body,
+                             FedPeWS's scores then weights). Each costs the device its
+                             step_overhead (devices/profile.h) */
 } fl_result;
 
 /* Per-process scratch an algorithm's client_train may use (a model instance, buffers). */

@@ -628,6 +628,23 @@ static void clip_norm(float *g, size_t n, double max)
             g[j] = (float)(g[j] * (max / norm));
 }
 
+/* What a job's 1-sample batches would have cost, taken out of a cost-only job's: training skips
+ * them (below), neither computing nor stepping. */
+static void skip_singles(const fl_env *env, const fl_job *job, const nn_model *m, fl_result *res)
+{
+    int n = env->part->n[job->client], B = env->cfg->batch_size;
+    if (n <= 0 || (B > 1 && n % B != 1)) return;
+    int64_t steps = fl_job_steps(env, n), ones = 0;
+    for (int64_t st = 0; st < steps; st++)
+        ones += fl_job_batch(st, n, B) == 1;
+    nn_cost c;
+    nn_model_step_cost(m, 1, &c);
+    res->cost.flops -= (double)ones * c.flops;
+    res->cost.flops_masked -= (double)ones * c.flops_masked;
+    res->cost.flops_masked_nnz -= (double)ones * c.flops_masked_nnz;
+    fl_count_steps(res, -ones);
+}
+
 static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                           sim_err *err)
 {
@@ -646,6 +663,7 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
         flat_selection(&b, s, s_min, I);
         set_block_masks(m, &b, I, mask);
         fl_local_sgd(env, job, m, 0, NULL, res);
+        skip_singles(env, job, m, res);
         nn_model_reset_narrowing(m);
         res->up_bytes = up_bytes(&b, I);
         goto done;
@@ -670,13 +688,17 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
     float *dG = sim_xmalloc(sizeof(float) * (size_t)L),
           *dM = sim_xmalloc(sizeof(float) * (size_t)L);
     int *order = sim_xmalloc(sizeof(int) * (size_t)L), masked = 0;
+    int64_t skipped = 0;
     uint8_t *Iprev = sim_xmalloc((size_t)L);
     memcpy(theta, m->params, nf * sizeof(float));
     fl_loop lp;
     if (fl_loop_start(&lp, env, job, m)) {
         double gate_lr = cfg->gate_lr * (env->cfg->lr > 0 ? lp.lr / env->cfg->lr : 1);
         for (int nb; (nb = fl_loop_next(&lp));) {
-            if (nb < 2) continue; /* batch norm needs two samples (the code skips them too) */
+            if (nb < 2) { /* batch norm needs two samples (the code skips them too) */
+                skipped++;
+                continue;
+            }
             fl_pg_gate_forward(&gt, lp.b.x, nb, 1, s_min);
             fl_pg_select(&b, gt.G, s, s_min, I, order);
             for (int i = 0; i < L; i++) {
@@ -722,6 +744,7 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
             }
         }
         fl_loop_finish(&lp, res);
+        fl_count_steps(res, -skipped);
     }
     nn_model_reset_narrowing(m);    /* the masks are freed below */
     for (size_t j = 0; j < nf; j++) /* the change, in place in ref */
