@@ -743,8 +743,10 @@ static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
                 gt.p[j] -= (float)gate_lr * gt.v[j];
             }
         }
+        int64_t steps = lp.steps;
         fl_loop_finish(&lp, res);
         fl_count_steps(res, -skipped);
+        res->loss = steps > skipped ? lp.loss / (double)(steps - skipped) : 0; /* of those run */
     }
     nn_model_reset_narrowing(m);    /* the masks are freed below */
     for (size_t j = 0; j < nf; j++) /* the change, in place in ref */

@@ -681,6 +681,11 @@ static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
                              "004, A19)",
                              key);
     }
+    if (!strcmp(c->name, "pfedgate") && c->batch_size < 2)
+        return sim_yaml_fail(sim_yaml_get(s.map, "batch_size"), err,
+                             "batch_size: pfedgate's gate has batch norm, which needs batches of "
+                             "two samples or more (it skips 1-sample batches: with batch_size 1 "
+                             "nothing would train)");
     /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
      * over algorithm.name can keep one scenario */
     if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&

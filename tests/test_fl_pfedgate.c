@@ -572,6 +572,32 @@ static void test_eval_own_copy(void)
     fixture_free(&f);
 }
 
+/* An epoch ending on a 1-sample batch costs what the epoch without it does, priced cost-only as
+ * trained: the gate's batch norm skips that batch (no FLOPs, no step). */
+static void test_singles_skipped(void)
+{
+    fixture f;
+    if (!fixture_init(&f, 0.5)) return;
+    int n = f.part.n[3];
+    f.cfg.batch_size = n - 1; /* one batch of n − 1, then one of 1 */
+    f.env.cost_only = 1;
+    fl_result r[2];
+    for (int k = 0; k < 2; k++) {
+        f.cfg.local_epochs = 1;
+        f.cfg.local_steps = k ? 1 : 0; /* the epoch, or its first batch alone */
+        fl_job j = {3, 0, NULL, 0, NULL, 0, (uint64_t)3 << 32};
+        sim_err err = {0};
+        fl_result_init(&r[k]);
+        CHECK_MSG(fl_pfedgate.client_train(&f.env, &j, &f.w, &r[k], &err) == SIM_OK, "%s", err.msg);
+    }
+    CHECK_MSG(r[0].cost.flops == r[1].cost.flops && r[0].cost.flops > 0 && r[0].steps == 1 &&
+                      r[1].steps == 1,
+              "an epoch with a 1-sample batch: %g FLOPs, %d steps; without it %g, %d",
+              r[0].cost.flops, r[0].steps, r[1].cost.flops, r[1].steps);
+    fl_result_destroy(&r[0]), fl_result_destroy(&r[1]);
+    fixture_free(&f);
+}
+
 int main(void)
 {
     test_blocks();
@@ -581,5 +607,6 @@ int main(void)
     test_equals_fedavg();
     test_eval_own_copy();
     test_keep_momentum();
+    test_singles_skipped();
     return CHECK_DONE();
 }
