@@ -297,6 +297,8 @@ typedef struct fl_loop {
  * of batch `step` of them: each epoch ends on the short batch (for cost-only schedules). */
 int64_t fl_job_steps(const fl_env *env, int n);
 int fl_job_batch(int64_t step, int n, int B);
+/* How many of a job's first `steps` batches are its epochs' short ones (0 when B divides n). */
+int64_t fl_job_short_batches(int64_t steps, int n, int B);
 /* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m);
 /* Gather the next minibatch: its size, or 0 once every step was taken. */

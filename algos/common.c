@@ -83,12 +83,11 @@ float *fl_initial_params(const fl_env *env)
 /* Cost of `steps` steps over n samples in batches of B, each epoch ending on a short batch. */
 static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result *res)
 {
-    int full = n / B, rem = n % B, per_epoch = full + (rem > 0);
+    int rem = n % B;
     nn_cost cb, cr = {0};
     nn_model_step_cost(m, B, &cb);
     if (rem) nn_model_step_cost(m, rem, &cr);
-    /* the short batch is step `full` of every epoch: steps s with s % per_epoch == full */
-    int64_t n_short = rem && steps > full ? (steps - 1 - full) / per_epoch + 1 : 0;
+    int64_t n_short = fl_job_short_batches(steps, n, B);
     double n_full = (double)(steps - n_short), ns = (double)n_short;
     res->cost.flops += n_full * cb.flops + ns * cr.flops;
     res->cost.flops_masked += n_full * cb.flops_masked + ns * cr.flops_masked;
@@ -117,6 +116,13 @@ int64_t fl_job_steps(const fl_env *env, int n)
     const fl_config *cfg = env->cfg;
     int B = cfg->batch_size;
     return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+}
+
+int64_t fl_job_short_batches(int64_t steps, int n, int B)
+{
+    /* the short batch is step `full` of every epoch: steps s with s % per_epoch == full */
+    int full = n / B, per_epoch = (n + B - 1) / B;
+    return n % B && steps > full ? (steps - 1 - full) / per_epoch + 1 : 0;
 }
 
 int fl_job_batch(int64_t step, int n, int B)

@@ -634,9 +634,7 @@ static void skip_singles(const fl_env *env, const fl_job *job, const nn_model *m
 {
     int n = env->part->n[job->client], B = env->cfg->batch_size;
     if (n <= 0 || (B > 1 && n % B != 1)) return;
-    int64_t steps = fl_job_steps(env, n), ones = 0;
-    for (int64_t st = 0; st < steps; st++)
-        ones += fl_job_batch(st, n, B) == 1;
+    int64_t steps = fl_job_steps(env, n), ones = B == 1 ? steps : fl_job_short_batches(steps, n, B);
     nn_cost c;
     nn_model_step_cost(m, 1, &c);
     res->cost.flops -= (double)ones * c.flops;

@@ -178,24 +178,35 @@ static int parse_num(const char *key, const char *s, double lo, double hi, doubl
     return 0;
 }
 
+/* The option at argv[*i], as --key VALUE or --key=value: *k (copied into key[64] when split)
+ * and *v, with *i on the last word taken; -1 after saying what `fedsim cmd` expected. */
+static int next_option(const char *cmd, int argc, char **argv, int *i, char *key, const char **k,
+                       const char **v)
+{
+    *k = argv[*i];
+    *v = NULL;
+    const char *eq = strchr(*k, '=');
+    if (eq) {
+        snprintf(key, 64, "%.*s", (int)(eq - *k), *k);
+        *k = key;
+        *v = eq + 1;
+    } else if (*i + 1 < argc) {
+        *v = argv[++*i];
+    }
+    if (strncmp(*k, "--", 2) || !*v) {
+        fprintf(stderr, "fedsim %s: expected --option VALUE, got '%s'\n", cmd, argv[*i]);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_train(train_opts *o, int argc, char **argv)
 {
     *o = (train_opts){"lenet5-caffe", "fashion-mnist", NULL, 1, 64, 0, 1, 0.01, 0.9, 0, 0, 1, 1};
     for (int i = 0; i < argc; i++) {
-        const char *k = argv[i], *v = NULL;
+        const char *k, *v;
         char key[64];
-        const char *eq = strchr(k, '=');
-        if (eq) {
-            snprintf(key, sizeof key, "%.*s", (int)(eq - k), k);
-            k = key;
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        }
-        if (strncmp(k, "--", 2) || !v) {
-            fprintf(stderr, "fedsim train: expected --option VALUE, got '%s'\n", argv[i]);
-            return -1;
-        }
+        if (next_option("train", argc, argv, &i, key, &k, &v)) return -1;
         double x;
         int rc = 0;
         if (!strcmp(k, "--model"))
@@ -245,6 +256,30 @@ static int load_data(const train_opts *o, nn_dataset *train, nn_dataset *test, s
                     o->data);
 }
 
+/* o's dataset and the architecture of o's model on it; 2 after printing why not (nothing to
+ * free then). */
+static int load_model_data(const train_opts *o, nn_dataset *train, nn_dataset *test, nn_arch *arch)
+{
+    sim_err err = {0};
+    *train = *test = (nn_dataset){0};
+    if (!load_data(o, train, test, &err) &&
+        !nn_arch_build(arch, o->model, train->c, train->h, train->w, train->classes, &err))
+        return 0;
+    nn_dataset_destroy(train);
+    nn_dataset_destroy(test);
+    return print_err(&err);
+}
+
+/* A model of arch for batches of B, initialized from o's seed, trained at width p. */
+static void make_model(nn_model *m, const nn_arch *arch, const train_opts *o, int B, double p)
+{
+    nn_model_init(m, arch, B);
+    sim_rng r;
+    sim_rng_seed(&r, o->seed, SIM_RNG_INIT_WEIGHTS, 0);
+    nn_model_init_params(m, &r);
+    if (p < 1) nn_model_set_width(m, p, 0);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -257,23 +292,12 @@ static int cmd_train(int argc, char **argv)
     train_opts o;
     if (parse_train(&o, argc, argv)) return 2;
     openblas_set_num_threads(o.threads);
-    sim_err err = {0};
-    nn_dataset train = {0}, test = {0};
+    nn_dataset train, test;
     nn_arch arch;
-    char msg[1024];
-    if (load_data(&o, &train, &test, &err) ||
-        nn_arch_build(&arch, o.model, train.c, train.h, train.w, train.classes, &err)) {
-        sim_err_format(&err, msg, sizeof msg);
-        nn_dataset_destroy(&train);
-        nn_dataset_destroy(&test);
-        return die(msg);
-    }
+    if (load_model_data(&o, &train, &test, &arch)) return 2;
     nn_model m;
-    nn_model_init(&m, &arch, o.batch);
+    make_model(&m, &arch, &o, o.batch, o.width);
     sim_rng r;
-    sim_rng_seed(&r, o.seed, SIM_RNG_INIT_WEIGHTS, 0);
-    nn_model_init_params(&m, &r);
-    if (o.width < 1) nn_model_set_width(&m, o.width, 0);
     sim_rng_seed(&r, o.seed, SIM_RNG_BATCHES, 0);
     nn_batcher b;
     nn_batcher_init(&b, &train, NULL, train.n, o.batch, 0, &r);
@@ -366,22 +390,11 @@ static int parse_calibrate(cal_opts *o, int argc, char **argv)
                     .seconds = 1.0,
                     .n_widths = 5};
     for (int i = 0; i < argc; i++) {
-        const char *k = argv[i], *v = NULL;
+        const char *k, *v;
         char key[64];
-        const char *eq = strchr(k, '=');
-        if (eq) { /* --key=value, as train takes it */
-            snprintf(key, sizeof key, "%.*s", (int)(eq - k), k);
-            k = key;
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        }
+        if (next_option("calibrate", argc, argv, &i, key, &k, &v)) return -1;
         double x;
         int rc = 0;
-        if (strncmp(k, "--", 2) || !v) {
-            fprintf(stderr, "fedsim calibrate: expected --option VALUE, got '%s'\n", argv[i]);
-            return -1;
-        }
         if (!strcmp(k, "--model"))
             o->t.model = v;
         else if (!strcmp(k, "--data"))
@@ -433,15 +446,9 @@ static int cmd_calibrate(int argc, char **argv)
     cal_opts o;
     if (parse_calibrate(&o, argc, argv)) return 2;
     openblas_set_num_threads(1); /* as a worker trains */
-    sim_err err = {0};
-    nn_dataset train = {0}, test = {0};
+    nn_dataset train, test;
     nn_arch arch;
-    if (load_data(&o.t, &train, &test, &err) ||
-        nn_arch_build(&arch, o.t.model, train.c, train.h, train.w, train.classes, &err)) {
-        nn_dataset_destroy(&train);
-        nn_dataset_destroy(&test);
-        return print_err(&err);
-    }
+    if (load_model_data(&o.t, &train, &test, &arch)) return 2;
     int B = o.t.batch, rc = 0;
     if (B > train.n) {
         fprintf(stderr, "fedsim calibrate: --batch %d is more than the %d training samples\n", B,
@@ -457,13 +464,10 @@ static int cmd_calibrate(int argc, char **argv)
     fflush(stdout);
     for (int i = 0; i < o.n_widths; i++) {
         nn_model m;
-        nn_model_init(&m, &arch, B);
-        sim_rng r;
-        sim_rng_seed(&r, o.t.seed, SIM_RNG_INIT_WEIGHTS, 0);
-        nn_model_init_params(&m, &r);
-        if (o.widths[i] < 1) nn_model_set_width(&m, o.widths[i], 0);
+        make_model(&m, &arch, &o.t, B, o.widths[i]);
         nn_cost c;
         nn_model_step_cost(&m, B, &c);
+        sim_rng r;
         sim_rng_seed(&r, o.t.seed, SIM_RNG_BATCHES, 0);
         nn_batcher b;
         nn_batcher_init(&b, &train, NULL, train.n, B, 1, &r);
