@@ -92,6 +92,7 @@ static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result 
     res->cost.flops += n_full * cb.flops + ns * cr.flops;
     res->cost.flops_masked += n_full * cb.flops_masked + ns * cr.flops_masked;
     res->cost.flops_masked_nnz += n_full * cb.flops_masked_nnz + ns * cr.flops_masked_nnz;
+    res->cost.bytes += n_full * cb.bytes + ns * cr.bytes;
     res->cost.samples += n_full * cb.samples + ns * cr.samples;
     fl_count_steps(res, steps);
 }
@@ -165,6 +166,7 @@ void fl_loop_finish(fl_loop *L, fl_result *res)
     res->cost.flops += now->flops - b->flops;
     res->cost.flops_masked += now->flops_masked - b->flops_masked;
     res->cost.flops_masked_nnz += now->flops_masked_nnz - b->flops_masked_nnz;
+    res->cost.bytes += now->bytes - b->bytes;
     res->cost.samples += now->samples - b->samples;
     res->loss = L->steps ? L->loss / L->steps : 0;
     fl_count_steps(res, L->steps);

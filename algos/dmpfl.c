@@ -625,6 +625,7 @@ static void regrow_grad(const fl_env *env, const fl_job *job, nn_model *m, float
         nn_cost c;
         nn_model_step_cost(m, env->cfg->batch_size < n ? env->cfg->batch_size : n, &c);
         res->cost.flops += c.flops;
+        res->cost.bytes += c.bytes;
         return;
     }
     sim_rng r;
@@ -638,6 +639,7 @@ static void regrow_grad(const fl_env *env, const fl_job *job, nn_model *m, float
     memcpy(g, m->grads, m->arch.layout.n_floats * sizeof(float));
     nn_batcher_destroy(&b);
     res->cost.flops += m->cost.flops - before.flops;
+    res->cost.bytes += m->cost.bytes - before.bytes;
 }
 
 /* A mask of the target density (the first keep[t] positions): what cost-only jobs train under. */

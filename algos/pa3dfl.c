@@ -537,6 +537,7 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
         fl_p3_take(d, m, kb, nb, take); /* the layers in batch form compute no weight gradient */
         nn_model_step_cost(m, nb, &c);
         res->cost.flops += c.flops + extra_step_flops(d, kb, nb, cfg->pa3dfl.lambda);
+        res->cost.bytes += c.bytes;
         res->cost.samples += nb;
     }
     fl_p3_take(d, m, kb, 0, NULL);
@@ -546,6 +547,7 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
         nn_cost c;
         nn_model_forward_cost(m, nv, &c);
         res->cost.flops += fl_p3_compose_flops(d, kb) + cfg->pa3dfl.alphas * c.flops;
+        res->cost.bytes += cfg->pa3dfl.alphas * c.bytes;
     }
     fl_count_steps(res, steps);
 }

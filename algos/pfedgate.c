@@ -640,6 +640,7 @@ static void skip_singles(const fl_env *env, const fl_job *job, const nn_model *m
     res->cost.flops -= (double)ones * c.flops;
     res->cost.flops_masked -= (double)ones * c.flops_masked;
     res->cost.flops_masked_nnz -= (double)ones * c.flops_masked_nnz;
+    res->cost.bytes -= (double)ones * c.bytes;
     fl_count_steps(res, -ones);
 }
 

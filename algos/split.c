@@ -226,6 +226,7 @@ static void fedrep_sgd(const fl_env *env, const fl_job *job, nn_model *m, const 
             nn_cost c;
             nn_model_forward_cost(m, nb, &c);
             res->cost.flops += c.flops + fl_head_step_flops(&m->arch, nb);
+            res->cost.bytes += c.bytes;
             res->cost.samples += nb;
         }
         fl_count_steps(res, steps);

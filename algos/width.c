@@ -176,7 +176,7 @@ static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer
     return out->size - before;
 }
 
-/* The FLOPs of one training step of m as narrowed now, at batch B. */
+/* The FLOPs and activation bytes of one training step of m as narrowed now, at batch B. */
 static void add_flops(nn_cost *to, const nn_model *m, int B)
 {
     nn_cost c;
@@ -184,6 +184,7 @@ static void add_flops(nn_cost *to, const nn_model *m, int B)
     to->flops += c.flops;
     to->flops_masked += c.flops_masked;
     to->flops_masked_nnz += c.flops_masked_nnz;
+    to->bytes += c.bytes;
 }
 
 /* FjORD's local steps on m (at width top): the draws come from the job's own stream, so cost-only

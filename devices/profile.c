@@ -42,13 +42,15 @@ double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
 }
 
 sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, double steps, sim_time start)
+                        double flops_masked_nnz, double bytes, double steps, sim_time start)
 {
     assert(p->compute_flops > 0 && "profile without compute");
-    assert(start >= 0 && steps >= 0);
-    /* the overhead as the work it stands for at full speed, so a speed trace scales it alike */
+    assert(start >= 0 && steps >= 0 && bytes >= 0);
+    /* the overhead and the memory traffic as the work they stand for at full speed, so a speed
+     * trace scales them alike */
     double work = dev_work_flops(p, flops, flops_masked, flops_masked_nnz) +
                   p->compute_flops * steps * ((double)p->step_overhead_ns / 1e9);
+    if (p->mem_bandwidth_bps > 0) work += p->compute_flops * (8 * bytes / p->mem_bandwidth_bps);
     if (work <= 0) return 0;
     const dev_trace *tr = p->speed;
     if (!tr) return add_seconds(0, work / p->compute_flops);
@@ -83,28 +85,76 @@ sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
     }
 }
 
-int dev_fit_step_cost(const double *flops, const double *secs, int n, double *compute,
-                      double *overhead_s)
+/* Weighted least squares over the terms in `use` (bit 0 FLOPs, 1 bytes, 2 the constant):
+ * minimizes sum_i (x . term_i / t_i - 1)^2, the relative error, by Gauss-Jordan elimination on
+ * the normal equations. x[k] is set for every term used, 0 for the others. Returns the residual,
+ * or INFINITY when the terms are not independent over the points. */
+static double fit_terms(const double *flops, const double *bytes, const double *secs, int n,
+                        unsigned use, double x[3])
 {
-    /* minimize sum_i w_i (a F_i + c - t_i)^2 with w_i = 1 / t_i^2: a = 1 / compute, c the
-     * overhead; the 2 x 2 normal equations, or c = 0 and one */
-    double sff = 0, sf = 0, s1 = 0, sft = 0, st = 0;
+    int col[3], k = 0;
+    for (int j = 0; j < 3; j++)
+        if (use >> j & 1) col[k++] = j;
+    double M[3][4] = {{0}};
     for (int i = 0; i < n; i++) {
-        double w = 1 / (secs[i] * secs[i]), f = flops[i], t = secs[i];
-        sff += w * f * f, sf += w * f, s1 += w, sft += w * f * t, st += w * t;
+        double term[3] = {flops[i], bytes ? bytes[i] : 0, 1}, a[3];
+        for (int r = 0; r < k; r++)
+            a[r] = term[col[r]] / secs[i];
+        for (int r = 0; r < k; r++) {
+            for (int c = 0; c < k; c++)
+                M[r][c] += a[r] * a[c];
+            M[r][k] += a[r];
+        }
     }
-    double det = sff * s1 - sf * sf, a = 0, c = -1;
-    if (n >= 2 && det > 1e-12 * sff * s1) {
-        a = (sft * s1 - sf * st) / det;
-        c = (sff * st - sf * sft) / det;
+    for (int r = 0; r < k; r++) {
+        int piv = r;
+        for (int q = r + 1; q < k; q++)
+            if (fabs(M[q][r]) > fabs(M[piv][r])) piv = q;
+        for (int c = 0; c <= k; c++) {
+            double t = M[r][c];
+            M[r][c] = M[piv][c];
+            M[piv][c] = t;
+        }
+        /* a pivot lost to cancellation: terms proportional over these points */
+        if (!(fabs(M[r][r]) > 1e-9 * fabs(M[r][k]) && M[r][r] != 0)) return INFINITY;
+        for (int q = 0; q < k; q++) {
+            if (q == r) continue;
+            double f = M[q][r] / M[r][r];
+            for (int c = r; c <= k; c++)
+                M[q][c] -= f * M[r][c];
+        }
     }
-    if (!(c >= 0 && a > 0)) {
-        c = 0;
-        a = sff > 0 ? sft / sff : 0;
+    x[0] = x[1] = x[2] = 0;
+    for (int r = 0; r < k; r++)
+        x[col[r]] = M[r][k] / M[r][r];
+    double res = 0;
+    for (int i = 0; i < n; i++) {
+        double e = (x[0] * flops[i] + x[1] * (bytes ? bytes[i] : 0) + x[2]) / secs[i] - 1;
+        res += e * e;
     }
-    if (!(a > 0)) return -1;
-    *compute = 1 / a;
-    *overhead_s = c;
+    return res;
+}
+
+int dev_fit_step_cost(const double *flops, const double *bytes, const double *secs, int n,
+                      double *compute, double *bandwidth, double *overhead_s)
+{
+    /* Non-negative least squares by enumeration: the constrained optimum is the unconstrained
+     * one over the terms it keeps, so the best fit with every coefficient positive, among the
+     * subsets of terms holding FLOPs, is it. A term only fits with at least as many points. */
+    double best = INFINITY, bx[3] = {0};
+    for (unsigned use = 1; use < 8; use += 2) {
+        int k = 1 + (use >> 1 & 1) + (use >> 2 & 1);
+        if ((!bytes && use & 2) || k > n) continue;
+        double x[3], r = fit_terms(flops, bytes, secs, n, use, x);
+        if (x[0] > 0 && x[1] >= 0 && x[2] >= 0 && r < best) {
+            best = r;
+            memcpy(bx, x, sizeof bx);
+        }
+    }
+    if (!(best < INFINITY)) return -1;
+    *compute = 1 / bx[0];
+    if (bandwidth) *bandwidth = bx[1] > 0 ? 1 / bx[1] : 0;
+    *overhead_s = bx[2];
     return 0;
 }
 
@@ -300,6 +350,9 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
     if ((v = sim_yaml_get(node, "sparse_eff")) &&
         (rc = sim_yaml_double(v, "sparse_eff", 0.0, 1.0, &out->sparse_eff, err)))
         return rc;
+    if ((v = sim_yaml_get(node, "mem_bandwidth")) &&
+        (rc = sim_yaml_rate(v, "mem_bandwidth", &out->mem_bandwidth_bps, err)))
+        return rc;
     if ((v = sim_yaml_get(node, "step_overhead"))) {
         if ((rc = sim_yaml_time(v, "step_overhead", &out->step_overhead_ns, err))) return rc;
         if (out->step_overhead_ns < 0)
@@ -402,7 +455,7 @@ static void format_field(char *buf, size_t n, const dev_profile *p, int f)
 
 void dev_profile_describe(const dev_profile *p, char *buf, size_t n)
 {
-    char v[DEV_FIELD_COUNT][96], cap[32], av[128], oh[48] = "";
+    char v[DEV_FIELD_COUNT][96], cap[32], av[128], oh[48] = "", bw[48] = "";
     for (int f = 0; f < DEV_FIELD_COUNT; f++)
         format_field(v[f], sizeof v[f], p, f);
     if (p->capacity > 0)
@@ -415,14 +468,16 @@ void dev_profile_describe(const dev_profile *p, char *buf, size_t n)
         sp = strrchr(p->speed->file, '/');
         sp = sp ? sp + 1 : p->speed->file;
     }
+    if (p->mem_bandwidth_bps > 0)
+        snprintf(bw, sizeof bw, ", mem_bandwidth %.3g GB/s", p->mem_bandwidth_bps / 8e9);
     if (p->step_overhead_ns > 0) {
         char t[32];
         sim_format_time(t, sizeof t, p->step_overhead_ns);
         snprintf(oh, sizeof oh, ", step_overhead %s", t);
     }
     snprintf(buf, n,
-             "compute %s, up %s, down %s, latency %s, memory %s, capacity %s, sparse_eff %.3g%s, "
+             "compute %s, up %s, down %s, latency %s, memory %s, capacity %s, sparse_eff %.3g%s%s, "
              "availability %s%s%s",
-             v[0], v[1], v[2], v[3], v[4], cap, p->sparse_eff, oh, av, p->speed ? ", speed " : "",
-             sp);
+             v[0], v[1], v[2], v[3], v[4], cap, p->sparse_eff, bw, oh, av,
+             p->speed ? ", speed " : "", sp);
 }

@@ -1,12 +1,13 @@
 /* devices/profile.h -- a device profile and the cost model that turns work into simulated time.
  *
  * A profile is what a client's device can do: compute (FLOP/s), uplink and downlink (bit/s), a
- * per-transfer latency, memory, an optional capacity in (0, 1], a sparse efficiency, a per-step
- * overhead, an availability process and an optional speed trace. The cost model (DESIGN.md
- * section 5, plus the overhead):
+ * per-transfer latency, memory, an optional capacity in (0, 1], a sparse efficiency, a memory
+ * bandwidth, a per-step overhead, an availability process and an optional speed trace. The cost
+ * model (DESIGN.md section 5, plus the memory and overhead terms):
  *
- *   compute time  = (effective FLOPs + compute x steps x step_overhead) / (compute x speed
- *                   factor), integrated over the speed trace
+ *   compute time  = (effective FLOPs + compute x (8 x activation bytes / mem_bandwidth
+ *                   + steps x step_overhead)) / (compute x speed factor), integrated over the
+ *                   speed trace
  *                   effective FLOPs = flops - sparse_eff x (flops_masked - flops_masked_nnz)
  *   transfer time = latency + 8 x bytes / bandwidth            (per direction, per message)
  *   fits          = peak training bytes <= memory
@@ -17,14 +18,21 @@
  * rate: kernel launches, memory-bound element-wise work, the input layer's unfolding, all of
  * which do not shrink with a narrowed or sparse model. Without it a pa3dfl-cnn 1/8 as wide
  * trains 52x faster than the full one, as its FLOPs say; an AMD EPYC core ran it 14x faster
- * (`fedsim calibrate` fits both figures for a model on the machine it runs on). A speed trace
+ * (`fedsim calibrate` fits the figures for a model on the machine it runs on). A speed trace
  * slows it too.
+ *
+ * mem_bandwidth (0 = not modelled, unless given) prices the activations a job writes (nn_cost's
+ * bytes: each layer's output, its input gradient, a convolution's unfolded input). They grow
+ * with a model's width where its FLOPs grow with the width's square, so a narrowed model spends
+ * a larger share of its time on them: on an AMD EPYC core FLOPs and step_overhead alone missed
+ * pa3dfl-cnn's time per step by up to 12.5% over widths 1 to 1/16, all three terms (17.7 GB/s)
+ * by 4.1%.
  *
  * Durations are computed in double seconds and rounded once to the nearest ns.
  *
  * In a file a profile is a YAML map with units in every value:
  *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
- *    capacity: 0.5, sparse_eff: 0.3, step_overhead: 1.5 ms,
+ *    capacity: 0.5, sparse_eff: 0.3, mem_bandwidth: 10 GB/s, step_overhead: 1.5 ms,
  *    availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
  *    speed: {file: load.trace, loop: 1 d}}
  * and compute, up, down, latency and memory may instead be per-client distributions,
@@ -83,6 +91,7 @@ typedef struct dev_profile {
     double memory_bytes;            /* memory a training job may use, > 0 */
     double capacity;                /* (0, 1], or 0 = derive with dev_capacity */
     double sparse_eff;              /* [0, 1]: share of masked-out FLOPs actually saved */
+    double mem_bandwidth_bps;       /* >= 0 bit/s for activation traffic, 0 = not modelled */
     sim_time step_overhead_ns;      /* >= 0: time per SGD step beyond its FLOPs */
     dev_avail_spec avail;           /* when it is online (zeroed = always) */
     dev_trace *speed;               /* speed factor over time (owned reference), NULL = always 1 */
@@ -96,18 +105,20 @@ typedef struct dev_profile {
  * sparse runtime skips sparse_eff of the masked-out part. */
 double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
                       double flops_masked_nnz);
-/* Time to execute a job of those counts and `steps` SGD steps starting at `start` (>= 0). With a
- * speed trace the work is integrated over the trace from start; DEV_TIME_NEVER when it never
- * finishes (speed 0 for ever) or would take longer than int64 ns can count. */
+/* Time to execute a job of those FLOP counts, `bytes` of activations and `steps` SGD steps
+ * starting at `start` (>= 0). With a speed trace the work is integrated over the trace from
+ * start; DEV_TIME_NEVER when it never finishes (speed 0 for ever) or would take longer than
+ * int64 ns can count. */
 sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, double steps, sim_time start);
-/* The compute (FLOP/s) and step_overhead (seconds) that best predict the measured seconds per
- * step secs[i] of steps of flops[i] FLOPs (n >= 1 points, all > 0): least squares on the
- * relative error, since the times span orders of magnitude. The overhead is kept >= 0 (a fit
- * that wants less, or a compute <= 0, is redone without one), and is 0 from one point. Returns 0,
- * or -1 when no step has FLOPs. */
-int dev_fit_step_cost(const double *flops, const double *secs, int n, double *compute,
-                      double *overhead_s);
+                        double flops_masked_nnz, double bytes, double steps, sim_time start);
+/* The compute (FLOP/s), memory bandwidth (bytes/s) and step_overhead (seconds) that best predict
+ * the measured seconds per step secs[i] of steps of flops[i] FLOPs writing bytes[i] bytes of
+ * activations (n >= 1 points, all > 0; bytes NULL: no bandwidth term): least squares on the
+ * relative error, since the times span orders of magnitude, with the bandwidth and overhead
+ * terms kept >= 0 (the best fit over the subsets of terms that keep them so; a term left out is
+ * 0, *bandwidth then meaning none). Returns 0, or -1 when no fit has a positive compute. */
+int dev_fit_step_cost(const double *flops, const double *bytes, const double *secs, int n,
+                      double *compute, double *bandwidth, double *overhead_s);
 /* latency + 8 x bytes / bps, rounded to the nearest ns (bytes >= 0, bps > 0). */
 sim_time dev_transfer_ns(sim_time latency, double bytes, double bps);
 /* 1 when a job needing `bytes` of memory fits on the device. */
@@ -140,8 +151,8 @@ int dev_profile_from_yaml(dev_profile *out, const sim_yaml *node, const dev_prof
 void dev_profile_draw(dev_profile *out, const dev_profile *spec, sim_rng *r);
 
 /* One line: "compute 13.5 GFLOPS, up 10.0 Mbps, down 40.0 Mbps, latency 40.0 ms, memory 2.00 GiB,
- * capacity auto, sparse_eff 0, availability always", with ", step_overhead 1.20 ms" after
- * sparse_eff when it has one. */
+ * capacity auto, sparse_eff 0, availability always", with ", mem_bandwidth 10 GB/s" and
+ * ", step_overhead 1.20 ms" after sparse_eff when it has them. */
 void dev_profile_describe(const dev_profile *p, char *buf, size_t n);
 
 #endif /* DEV_PROFILE_H */

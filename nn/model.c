@@ -837,6 +837,29 @@ static double block_density(const nn_model *m, int i)
     return n ? (double)nnz / n : 1.0;
 }
 
+/* The activation floats layer i writes in a forward (back 0) or backward pass at batch B, as
+ * nn_cost.bytes defines them. */
+static double act_floats(const nn_model *m, int i, int B, int back)
+{
+    const nn_layer *l = &m->arch.l[i];
+    int ni, no;
+    in_list(m, i, &ni);
+    out_list(m, i, &no);
+    double in = (double)B * ni * (l->op == NN_LINEAR ? l->blk : l->h * l->w);
+    double unfold = l->op == NN_CONV ? (double)B * ni * l->k * l->k * l->oh * l->ow : 0;
+    if (back) return l->op == NN_RELU ? in : i ? in + unfold : 0;
+    switch (l->op) {
+    case NN_CONV:
+        return unfold + (double)B * no * l->oh * l->ow;
+    case NN_LINEAR:
+        return (double)B * no;
+    case NN_MAXPOOL:
+        return (double)B * ni * l->oh * l->ow;
+    default:
+        return in; /* ReLU, flatten, batch norm */
+    }
+}
+
 static void add_cost(nn_cost *c, double flops, int masked, double density)
 {
     c->flops += flops;
@@ -1029,6 +1052,7 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
                     m->params[a->layout.t[l->rvt].off + il[j]] = rv[j];
                 }
         }
+        m->cost.bytes += 4 * act_floats(m, i, B, 0);
         in = out;
     }
     m->logits = w->out[a->n - 1];
@@ -1149,6 +1173,7 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                     m->grads[a->layout.t[l->bt].off + ol[r]] += db[r];
         } else if (l->op == NN_RELU) {
             nn_relu_backward(dy, dy, w->out[i], (long)B * ni * l->h * l->w);
+            m->cost.bytes += 4 * act_floats(m, i, B, 1);
             continue; /* in place: dy stays the current gradient */
         } else if (l->op == NN_MAXPOOL) {
             if (dxp) nn_maxpool2_backward(dxp, dy, in, w->out[i], ni * B, l->h, l->w);
@@ -1165,6 +1190,7 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                 m->grads[a->layout.t[l->bt].off + il[j]] += dbb[j];
             }
         }
+        m->cost.bytes += 4 * act_floats(m, i, B, 1);
         float *t = dy;
         dy = dx;
         dx = t;
@@ -1250,12 +1276,13 @@ int nn_model_evaluate(nn_model *m, const float *x, const int32_t *y, int n, doub
     return correct;
 }
 
-/* forward (train 0) or forward + backward (train 1) of every conv/linear layer */
+/* forward (train 0) or forward + backward (train 1) of every layer */
 static void model_cost(const nn_model *m, int B, int train, nn_cost *c)
 {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < m->arch.n; i++) {
         const nn_layer *l = &m->arch.l[i];
+        c->bytes += 4 * (act_floats(m, i, B, 0) + (train ? act_floats(m, i, B, 1) : 0));
         if (!is_param(l)) continue;
         int ni, no;
         in_list(m, i, &ni);

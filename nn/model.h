@@ -83,11 +83,17 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
 
 /* What one job cost, as the kernels executed it. flops counts 2·MACs of every GEMM actually run
  * (narrowed layers count their reduced sizes). Of those, flops_masked were run dense on
- * element-masked weights, and flops_masked_nnz is the same work scaled by the masks' density. */
+ * element-masked weights, and flops_masked_nnz is the same work scaled by the masks' density.
+ * bytes counts the activations the passes wrote, 4 bytes a float, at the widths run: forward,
+ * each layer's output and a convolution's input unfolded into k·k-long columns; backward, each
+ * layer's input gradient (unfolded too for a convolution) except the data's, and ReLU's in
+ * place. It grows with width where FLOPs grow with its square: the memory traffic that makes a
+ * narrow model slower than its FLOPs say (devices/profile.h, mem_bandwidth). */
 typedef struct nn_cost {
     double flops;
     double flops_masked;
     double flops_masked_nnz;
+    double bytes;
     double samples; /* training samples processed */
 } nn_cost;
 

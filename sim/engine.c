@@ -203,7 +203,8 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
            ub = sim_message_bytes(&e->spec, r->up_bytes);
     sim_time t_down = sat_add(e->now, dev_transfer_ns(dev->latency_ns, db, dev->down_bps));
     sim_time t_train = sat_add(t_down, dev_compute_ns(dev, r->cost.flops, r->cost.flops_masked,
-                                                      r->cost.flops_masked_nnz, r->steps, t_down));
+                                                      r->cost.flops_masked_nnz, r->cost.bytes,
+                                                      r->steps, t_down));
     sim_time t_up = r->up_bytes
                             ? sat_add(t_train, dev_transfer_ns(dev->latency_ns, ub, dev->up_bps))
                             : t_train;

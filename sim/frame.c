@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { RESULT_OK = 0, RESULT_ERR = 1, RESULT_OK_FIELDS = 12, RESULT_ERR_FIELDS = 5 };
+enum { RESULT_OK = 0, RESULT_ERR = 1, RESULT_OK_FIELDS = 13, RESULT_ERR_FIELDS = 5 };
 
 uint32_t sim_frame_len(const unsigned char *p)
 {
@@ -123,9 +123,10 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
              (u.data.via.array.size != RESULT_OK_FIELDS || get_bin(&a[3], 0, &up, &up_len) ||
               get_int(&a[4], 0, SIM_FRAME_MAX, &up_bytes) || get_bin(&a[5], 0, &priv, &priv_len) ||
               get_cost(&a[6], &cost.flops) || get_cost(&a[7], &cost.flops_masked) ||
-              get_cost(&a[8], &cost.flops_masked_nnz) || get_cost(&a[9], &cost.samples) ||
-              (a[10].type != MSGPACK_OBJECT_FLOAT64 && a[10].type != MSGPACK_OBJECT_FLOAT32) ||
-              get_int(&a[11], 0, INT32_MAX, &steps)))
+              get_cost(&a[8], &cost.flops_masked_nnz) || get_cost(&a[9], &cost.bytes) ||
+              get_cost(&a[10], &cost.samples) ||
+              (a[11].type != MSGPACK_OBJECT_FLOAT64 && a[11].type != MSGPACK_OBJECT_FLOAT32) ||
+              get_int(&a[12], 0, INT32_MAX, &steps)))
         *why = "missing field, wrong type or value out of range";
     else if (kind == RESULT_OK && (size_t)up_bytes != up_len)
         *why = "up_bytes does not match the up message's length";
@@ -141,7 +142,7 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
         if (priv_len) msgpack_sbuffer_write(&o->res.priv, priv, priv_len);
         o->res.up_bytes = (size_t)up_bytes;
         o->res.cost = cost;
-        o->res.loss = a[10].via.f64;
+        o->res.loss = a[11].via.f64;
         o->res.steps = (int)steps;
     }
     msgpack_unpacked_destroy(&u);
@@ -210,6 +211,7 @@ int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int sl
         msgpack_pack_double(&pk, res.cost.flops);
         msgpack_pack_double(&pk, res.cost.flops_masked);
         msgpack_pack_double(&pk, res.cost.flops_masked_nnz);
+        msgpack_pack_double(&pk, res.cost.bytes);
         msgpack_pack_double(&pk, res.cost.samples);
         msgpack_pack_double(&pk, res.loss);
         msgpack_pack_int(&pk, res.steps);

@@ -5,7 +5,7 @@
  * length and one msgpack array:
  *   job:    [client, round, down (bin|nil), priv (bin|nil), stream (uint)]
  *   result: [0, client, round, up (bin), up_bytes, priv (bin), flops, flops_masked,
- *            flops_masked_nnz, samples, loss, steps]
+ *            flops_masked_nnz, bytes, samples, loss, steps]
  *        or [1, client, round, code, message]   (client_train failed)
  * Only messages and private states travel: a worker has the datasets, partition and environment
  * already (inherited by fork, or loaded by the MPI rank itself). Results are validated field by

@@ -114,10 +114,11 @@ static const char usage[] =
         "             [--widths P,P,...] [--seconds S]\n"
         "             time SGD steps of the model at each width on this machine (one BLAS\n"
         "             thread, as a worker; the best of 3 runs of S seconds [1] each) and fit\n"
-        "             the device cost model to them: compute (FLOP/s) and step_overhead (time\n"
-        "             a step takes beyond its FLOPs), with each width's error, and the error\n"
-        "             of FLOPs alone [pa3dfl-cnn, fashion-mnist, batch 50, widths\n"
-        "             1,0.5,0.25,0.125,0.0625]\n"
+        "             the device cost model to them: compute (FLOP/s), mem_bandwidth (for the\n"
+        "             activation bytes a step writes) and step_overhead (time a step takes\n"
+        "             beyond both), with each width's error, and the errors of FLOPs alone\n"
+        "             and of the fit without mem_bandwidth [pa3dfl-cnn, fashion-mnist,\n"
+        "             batch 50, widths 1,0.5,0.25,0.125,0.0625]\n"
         "  train      train a model centrally and report test accuracy per epoch\n"
         "  help       show this text\n"
         "\n"
@@ -457,7 +458,7 @@ static int cmd_calibrate(int argc, char **argv)
         nn_dataset_destroy(&test);
         return 2;
     }
-    double flops[CAL_MAX_WIDTHS], secs[CAL_MAX_WIDTHS];
+    double flops[CAL_MAX_WIDTHS], bytes[CAL_MAX_WIDTHS], secs[CAL_MAX_WIDTHS];
     printf("# fedsim calibrate: model %s, batch %d, one BLAS thread (%s kernels); per width, the "
            "best of 3 runs of %g s of SGD steps\n",
            o.t.model, B, sim_blas_corename(), o.seconds);
@@ -473,41 +474,59 @@ static int cmd_calibrate(int argc, char **argv)
         nn_batcher_init(&b, &train, NULL, train.n, B, 1, &r);
         nn_sgd opt = {(float)o.t.lr, 0, 0, 0};
         flops[i] = c.flops;
+        bytes[i] = c.bytes;
         secs[i] = step_seconds(&m, &b, &opt, o.seconds);
         fprintf(stderr, "\rwidth %g: %.3g ms a step ", o.widths[i], secs[i] * 1e3);
         nn_batcher_destroy(&b);
         nn_model_destroy(&m);
     }
     fprintf(stderr, "\r%40s\r", "");
-    double compute, oh;
-    if (dev_fit_step_cost(flops, secs, o.n_widths, &compute, &oh)) {
+    /* the fit with every term, and without the bandwidth one, to show what each term buys */
+    double compute, bw, oh, compute2, oh2;
+    if (dev_fit_step_cost(flops, bytes, secs, o.n_widths, &compute, &bw, &oh) ||
+        dev_fit_step_cost(flops, NULL, secs, o.n_widths, &compute2, NULL, &oh2)) {
         fprintf(stderr, "fedsim calibrate: the model has no FLOPs to fit a rate to\n");
         rc = 2;
     }
     if (!rc) {
         /* time ∝ FLOPs alone, at the first width's rate (the full model's, by default) */
-        double rate = flops[0] / secs[0], worst0 = 0, worst1 = 0;
+        double rate = flops[0] / secs[0], worst[3] = {0};
         int at0 = 0;
-        printf("width\tflops_per_step\tms_per_step\tgflops\terr_flops_only\terr_fitted\n");
+        printf("width\tflops_per_step\tact_bytes_per_step\tms_per_step\tgflops\terr_flops_only\t"
+               "err_no_bandwidth\terr_fitted\n");
         for (int i = 0; i < o.n_widths; i++) {
-            double e0 = (flops[i] / rate - secs[i]) / secs[i],
-                   e1 = (flops[i] / compute + oh - secs[i]) / secs[i];
-            if (fabs(e0) > fabs(worst0)) worst0 = e0, at0 = i;
-            if (fabs(e1) > fabs(worst1)) worst1 = e1;
-            printf("%g\t%.0f\t%.4g\t%.3g\t%+.1f%%\t%+.1f%%\n", o.widths[i], flops[i], secs[i] * 1e3,
-                   flops[i] / secs[i] * 1e-9, percent(e0), percent(e1));
+            double e[3] = {flops[i] / rate, flops[i] / compute2 + oh2,
+                           flops[i] / compute + (bw > 0 ? bytes[i] / bw : 0) + oh};
+            for (int j = 0; j < 3; j++) {
+                e[j] = (e[j] - secs[i]) / secs[i];
+                if (fabs(e[j]) <= fabs(worst[j])) continue;
+                worst[j] = e[j];
+                if (j == 0) at0 = i;
+            }
+            printf("%g\t%.0f\t%.0f\t%.4g\t%.3g\t%+.1f%%\t%+.1f%%\t%+.1f%%\n", o.widths[i], flops[i],
+                   bytes[i], secs[i] * 1e3, flops[i] / secs[i] * 1e-9, percent(e[0]), percent(e[1]),
+                   percent(e[2]));
         }
-        char ohs[32];
+        char ohs[32], oh2s[32], bws[48] = "none", bwk[48] = "";
         sim_format_time(ohs, sizeof ohs, (sim_time)llround(oh * 1e9));
+        sim_format_time(oh2s, sizeof oh2s, (sim_time)llround(oh2 * 1e9));
+        if (bw > 0) {
+            snprintf(bws, sizeof bws, "%.3g GB/s", bw * 1e-9);
+            snprintf(bwk, sizeof bwk, "mem_bandwidth: %.3g GB/s, ", bw * 1e-9);
+        }
         printf("# FLOPs alone (compute %.3g GFLOPS, width %g's rate): off by up to %+.1f%% (width "
                "%g: %.3g ms predicted, %.3g ms measured)\n",
-               rate * 1e-9, o.widths[0], percent(worst0), o.widths[at0], flops[at0] / rate * 1e3,
+               rate * 1e-9, o.widths[0], percent(worst[0]), o.widths[at0], flops[at0] / rate * 1e3,
                secs[at0] * 1e3);
-        printf("# fitted: compute %.3g GFLOPS, step_overhead %s: off by up to %+.1f%%\n",
-               compute * 1e-9, ohs, percent(worst1));
-        printf("# as a device profile: {compute: %.3g GFLOPS, step_overhead: %s, up: ..., down: "
+        printf("# without mem_bandwidth: compute %.3g GFLOPS, step_overhead %s: off by up to "
+               "%+.1f%%\n",
+               compute2 * 1e-9, oh2s, percent(worst[1]));
+        printf("# fitted: compute %.3g GFLOPS, mem_bandwidth %s, step_overhead %s: off by up to "
+               "%+.1f%%\n",
+               compute * 1e-9, bws, ohs, percent(worst[2]));
+        printf("# as a device profile: {compute: %.3g GFLOPS, %sstep_overhead: %s, up: ..., down: "
                "..., latency: ..., memory: ...}\n",
-               compute * 1e-9, ohs);
+               compute * 1e-9, bwk, ohs);
     }
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);
@@ -945,18 +964,20 @@ static int cmd_check(int argc, char **argv)
     int steps = sc.cfg.local_steps > 0 ? sc.cfg.local_steps : sc.cfg.local_epochs * per_epoch;
     nn_cost step;
     nn_model_step_cost(&m, B, &step);
-    double flops = step.flops * steps, mem = (double)nn_model_memory_bytes(&m, B);
+    double flops = step.flops * steps, act = step.bytes * steps,
+           mem = (double)nn_model_memory_bytes(&m, B);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     nn_pack_params(&sb, &sc.arch, m.params);
     double msg = sim_message_bytes(&sc.spec, sb.size);
     msgpack_sbuffer_destroy(&sb);
-    char ms[32], mm[32];
+    char ms[32], mm[32], ma[32];
     sim_format_bytes(ms, sizeof ms, msg);
     sim_format_bytes(mm, sizeof mm, mem);
+    sim_format_bytes(ma, sizeof ma, act);
     printf("\n# model %s: %zu parameters; a job of %.0f samples (%d steps of %d) executes %.3g "
-           "FLOPs; a dense message is %s; training needs %s\n",
-           sc.model, sc.arch.layout.n_params, avg, steps, B, flops, ms, mm);
+           "FLOPs and writes %s of activations; a dense message is %s; training needs %s\n",
+           sc.model, sc.arch.layout.n_params, avg, steps, B, flops, ma, ms, mm);
     /* the clients' own splits: what they train on, are tested on and validate on, on average */
     double nt = 0, nv = 0;
     for (int c = 0; c < n; c++) {
@@ -1017,6 +1038,7 @@ static int cmd_check(int argc, char **argv)
         double work = dev_work_flops(d, res.cost.flops, res.cost.flops_masked,
                                      res.cost.flops_masked_nnz),
                ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1,
+               act_ratio = rd.cost.bytes > 0 ? res.cost.bytes / rd.cost.bytes : 1,
                step_ratio = rd.steps > 0 ? (double)res.steps / rd.steps : 1;
         double down_b = sim_message_bytes(&sc.spec, job.down_len),
                up_b = sim_message_bytes(&sc.spec, res.up_bytes);
@@ -1036,7 +1058,8 @@ static int cmd_check(int argc, char **argv)
         char fits[32] = "yes";
         if (fit < count) snprintf(fits, sizeof fits, fit ? "%d/%d" : "NO", fit, count);
         sim_time td = down_b > 0 ? dev_transfer_ns(d->latency_ns, down_b, d->down_bps) : 0;
-        sim_time tt = dev_compute_ns(d, flops * ratio, 0, 0, steps * step_ratio, 0);
+        sim_time tt =
+                dev_compute_ns(d, flops * ratio, 0, 0, act * act_ratio, steps * step_ratio, 0);
         sim_time tu = up_b > 0 ? dev_transfer_ns(d->latency_ns, up_b, d->up_bps) : 0;
         char a[32], b[32], cc[32], j[32];
         sim_format_time(a, sizeof a, td);

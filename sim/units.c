@@ -53,6 +53,7 @@ static const unit byte_units[] = {
 static const unit rate_units[] = {
         {"bps", 1.0},   {"kbps", 1e3},   {"Mbps", 1e6},   {"Gbps", 1e9},   {"Tbps", 1e12},
         {"bit/s", 1.0}, {"kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9}, {"Tbit/s", 1e12},
+        {"B/s", 8.0},   {"kB/s", 8e3},   {"MB/s", 8e6},   {"GB/s", 8e9},   {"TB/s", 8e12},
 };
 
 static const unit flops_units[] = {
@@ -65,8 +66,9 @@ static const unit_kind time_kind = {"time", "ns, us, ms, s, min, h, d", time_uni
                                     SIM_ARRAY_LEN(time_units)};
 static const unit_kind byte_kind = {"size", "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB", byte_units,
                                     SIM_ARRAY_LEN(byte_units)};
-static const unit_kind rate_kind = {"rate", "bps, kbps, Mbps, Gbps, Tbps", rate_units,
-                                    SIM_ARRAY_LEN(rate_units)};
+static const unit_kind rate_kind = {"rate",
+                                    "bps, kbps, Mbps, Gbps, Tbps, B/s, kB/s, MB/s, GB/s, TB/s",
+                                    rate_units, SIM_ARRAY_LEN(rate_units)};
 static const unit_kind flops_kind = {"FLOPS", "FLOPS, kFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS",
                                      flops_units, SIM_ARRAY_LEN(flops_units)};
 

@@ -33,7 +33,8 @@ int sim_parse_time(const char *s, sim_time *out, sim_err *err);
 /* "2 GiB", "512 MB", "100 kB", "12 B" → bytes; SI (kB, MB, GB, TB; "KB" is taken as kB = 1000)
  * and IEC (KiB, MiB, GiB, TiB) */
 int sim_parse_bytes(const char *s, double *out, sim_err *err);
-/* "20 Mbps", "1.5 Gbps", "800 kbps", "100 bps", "2 Tbps" → bit/s (also "Mbit/s" forms) */
+/* "20 Mbps", "1.5 Gbps", "800 kbps", "100 bps", "2 Tbps" → bit/s (also "Mbit/s" forms, and
+ * bytes a second: "10 GB/s" is 80 Gbps) */
 int sim_parse_rate(const char *s, double *out, sim_err *err);
 /* "8 GFLOPS", "1.2 TFLOPS", "500 MFLOPS" (k..P prefixes) → FLOP/s (also "GFLOP/s" forms) */
 int sim_parse_flops(const char *s, double *out, sim_err *err);

@@ -20,28 +20,47 @@ static dev_trace *speed_trace(const char *text)
     return t;
 }
 
-/* The fit recovers a cost model from times it generated, keeps the overhead >= 0, and with one
- * point is FLOPs alone. */
+/* The fit recovers a cost model from times it generated, keeps the bandwidth and overhead terms
+ * >= 0 (leaving out a term that wants less), and with one point is FLOPs alone. */
 static void test_fit(void)
 {
-    double f[4] = {1e9, 2.5e8, 6.25e7, 1.5625e7}, t[4], compute, oh;
-    for (int i = 0; i < 4; i++)
+    /* FLOPs falling as width squared, activation bytes as width */
+    double f[5] = {1e9, 2.5e8, 6.25e7, 1.5625e7, 3.90625e6}, by[5] = {8e7, 4e7, 2e7, 1e7, 5e6},
+           t[5], compute, bw, oh;
+    for (int i = 0; i < 5; i++)
         t[i] = f[i] / 1e11 + 2e-3; /* 100 GFLOPS, 2 ms a step */
-    CHECK(dev_fit_step_cost(f, t, 4, &compute, &oh) == 0);
+    CHECK(dev_fit_step_cost(f, NULL, t, 5, &compute, NULL, &oh) == 0);
     CHECK_MSG(fabs(compute / 1e11 - 1) < 1e-9 && fabs(oh / 2e-3 - 1) < 1e-9, "fit %g, %g", compute,
               oh);
+    CHECK(dev_fit_step_cost(f, by, t, 5, &compute, &bw, &oh) == 0); /* no bandwidth term in t */
+    CHECK_MSG(fabs(compute / 1e11 - 1) < 1e-6 && bw == 0 && fabs(oh / 2e-3 - 1) < 1e-6,
+              "fit %g, %g, %g", compute, bw, oh);
+    for (int i = 0; i < 5; i++)
+        t[i] = f[i] / 2e11 + by[i] / 1e10 + 5e-4; /* 200 GFLOPS, 10 GB/s, 0.5 ms */
+    CHECK(dev_fit_step_cost(f, by, t, 5, &compute, &bw, &oh) == 0);
+    CHECK_MSG(fabs(compute / 2e11 - 1) < 1e-6 && fabs(bw / 1e10 - 1) < 1e-6 &&
+                      fabs(oh / 5e-4 - 1) < 1e-6,
+              "fit %g, %g, %g", compute, bw, oh);
+    /* without the bytes the same times fit worse, and still with a positive overhead */
+    double c2, oh2;
+    CHECK(dev_fit_step_cost(f, NULL, t, 5, &c2, NULL, &oh2) == 0 && oh2 > 5e-4);
+    for (int i = 0; i < 5; i++)
+        t[i] = f[i] / 2e11 + by[i] / 1e10 - 1e-4; /* wants a negative overhead: fitted without */
+    CHECK(dev_fit_step_cost(f, by, t, 5, &compute, &bw, &oh) == 0 && oh == 0 && bw > 0);
     for (int i = 0; i < 4; i++)
         t[i] = f[i] / 5e10; /* no overhead */
-    CHECK(dev_fit_step_cost(f, t, 4, &compute, &oh) == 0);
+    CHECK(dev_fit_step_cost(f, NULL, t, 4, &compute, NULL, &oh) == 0);
     CHECK_MSG(fabs(compute / 5e10 - 1) < 1e-9 && fabs(oh) < 1e-12, "fit %g, %g", compute, oh);
     for (int i = 0; i < 4; i++)
-        t[i] = f[i] / 1e11 - 3e-5 * (i + 1); /* wants a negative overhead: fitted without */
-    CHECK(dev_fit_step_cost(f, t, 4, &compute, &oh) == 0 && oh == 0 && compute > 1e11);
-    CHECK(dev_fit_step_cost(f, (double[]){0.02}, 1, &compute, &oh) == 0 && compute == 1e9 / 0.02 &&
-          oh == 0);
+        t[i] = f[i] / 1e11 - 3e-5 * (i + 1);
+    CHECK(dev_fit_step_cost(f, NULL, t, 4, &compute, NULL, &oh) == 0 && oh == 0 && compute > 1e11);
+    /* one point: FLOPs alone, whatever the bytes */
+    CHECK(dev_fit_step_cost(f, by, (double[]){0.02}, 1, &compute, &bw, &oh) == 0 &&
+          compute == 1e9 / 0.02 && oh == 0 && bw == 0);
     double down[2] = {2e-3, 1e-3}; /* more FLOPs, less time: a rate through the origin */
-    CHECK(dev_fit_step_cost((double[]){1e6, 1e9}, down, 2, &compute, &oh) == 0 && oh == 0);
-    CHECK(dev_fit_step_cost((double[]){0, 0}, down, 2, &compute, &oh) == -1); /* no FLOPs */
+    CHECK(dev_fit_step_cost((double[]){1e6, 1e9}, NULL, down, 2, &compute, NULL, &oh) == 0 &&
+          oh == 0);
+    CHECK(dev_fit_step_cost((double[]){0, 0}, NULL, down, 2, &compute, NULL, &oh) == -1);
 }
 
 static void test_compute(void)
@@ -50,83 +69,97 @@ static void test_compute(void)
     p.compute_flops = 8e9; /* 8 GFLOPS */
 
     /* 1.6e10 FLOPs at 8 GFLOPS: exactly 2 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 12345), 2000000000); /* no trace: start-free */
-    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 0, 0), 0);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8, 0, 0, 0, 0), 1); /* 1 ns */
-    CHECK_EQ_I64(dev_compute_ns(&p, 3, 0, 0, 0, 0), 0); /* 0.375 ns rounds to 0 */
-    CHECK_EQ_I64(dev_compute_ns(&p, 5, 0, 0, 0, 0), 1); /* 0.625 ns rounds to 1 */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 12345),
+                 2000000000); /* no trace: start-free */
+    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 0, 0, 0), 0);
+    CHECK_EQ_I64(dev_compute_ns(&p, 8, 0, 0, 0, 0, 0), 1); /* 1 ns */
+    CHECK_EQ_I64(dev_compute_ns(&p, 3, 0, 0, 0, 0, 0), 0); /* 0.375 ns rounds to 0 */
+    CHECK_EQ_I64(dev_compute_ns(&p, 5, 0, 0, 0, 0, 0), 1); /* 0.625 ns rounds to 1 */
 
     /* 8e9 of the 1.6e10 FLOPs are in masked layers, 2e9 of those on kept weights: 6e9 skippable */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0), 2000000000); /* sparse_eff 0 */
-    p.sparse_eff = 0.5;                                                   /* 1.3e10 -> 1.625 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0), 1625000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2000000000); /* sparse_eff 0 */
+    p.sparse_eff = 0.5;                                                      /* 1.3e10 -> 1.625 s */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1625000000);
     CHECK(dev_work_flops(&p, 1.6e10, 8e9, 2e9) == 1.3e10); /* the FLOPs counted for the client */
     p.sparse_eff = 1.0;                                    /* proportional: 1e10 -> 1.25 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0), 1250000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 8e9, 0, 0), 2000000000); /* nothing masked out */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1250000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 8e9, 0, 0, 0),
+                 2000000000); /* nothing masked out */
     p.sparse_eff = 0;
     /* a step overhead adds its time per step, on top of the FLOPs; not to the FLOPs counted */
     p.step_overhead_ns = 1500000; /* 1.5 ms */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 40, 0), 2060000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 2, 0), 3000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 40, 0), 2060000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 0, 2, 0), 3000000);
     CHECK(dev_work_flops(&p, 1.6e10, 0, 0) == 1.6e10);
     p.step_overhead_ns = 0;
+    /* activation bytes take 8 x bytes / mem_bandwidth: 1e9 bytes at 80 Gbps (10 GB/s) is 0.1 s;
+     * without a bandwidth they cost nothing */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2000000000);
+    p.mem_bandwidth_bps = 80e9;
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2100000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 2.5e8, 0, 0), 25000000);
+    p.mem_bandwidth_bps = 0;
 
     /* Speed trace halving the speed after 1 s: 8e9 FLOPs in the first second, the other 8e9 at
      * 4 GFLOPS in 2 s more: 3 s. Starting at 0.5 s: 4e9 by 1 s, 1.2e10 at 4 GFLOPS = 3 s: 3.5 s. */
     p.speed = speed_trace("0 s 1\n1 s 0.5\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0), 3000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 500000000), 3500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0), 1000000000); /* ends on the breakpoint */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 5000000000), 4000000000); /* all at half */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 500000000), 3500000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 0), 1000000000); /* ends on the breakpoint */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 5000000000), 4000000000); /* all at half */
     /* sparsity and the trace compose: 1.3e10 effective = 8e9 (1 s) + 5e9 at 4 GFLOPS (1.25 s) */
     p.sparse_eff = 0.5;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0), 2250000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2250000000);
     p.sparse_eff = 0;
     /* a step overhead is work at full speed: 4 steps of 0.125 s = 4e9 more, so 2e10 = 1 s at full
      * speed + 1.2e10 at half (3 s): 4 s (0.5 s more than 4 x 0.125 s would add without the trace)
      */
     p.step_overhead_ns = 125000000;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 4, 0), 4000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 4, 0), 4000000000);
     p.step_overhead_ns = 0;
+    /* so is the memory traffic: 5e9 bytes at 80 Gbps = 0.5 s at full speed, the same 4e9 */
+    p.mem_bandwidth_bps = 80e9;
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 5e9, 0, 0), 4000000000);
+    p.mem_bandwidth_bps = 0;
     dev_trace_free(p.speed);
 
     /* a stall: speed 0 between 1 s and 2 s makes no progress */
     p.speed = speed_trace("0 s 1\n1 s 0\n2 s 1\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0), 3000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 1500000000), 1500000000); /* waits 0.5 s, 1 s */
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 1500000000),
+                 1500000000); /* waits 0.5 s, 1 s */
     dev_trace_free(p.speed);
 
     /* speed 0 for ever: never finishes (but work that fits before it does) */
     p.speed = speed_trace("0 s 1\n1 s 0\n");
-    CHECK(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0) == DEV_TIME_NEVER);
-    CHECK_EQ_I64(dev_compute_ns(&p, 4e9, 0, 0, 0, 0), 500000000);
+    CHECK(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0) == DEV_TIME_NEVER);
+    CHECK_EQ_I64(dev_compute_ns(&p, 4e9, 0, 0, 0, 0, 0), 500000000);
     dev_trace_free(p.speed);
 
     /* before the first point of a non-looping trace the speed is nominal */
     p.speed = speed_trace("2 s 0.25\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 1000000000), 1000000000 + 4000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 1000000000), 1000000000 + 4000000000);
     dev_trace_free(p.speed);
 
     /* Looping: 1 s on, 1 s off, period 2 s: 8e9 FLOPs per period. 8e10 = ten periods' work ends
      * 1 s into the tenth period: 19 s. A billion periods' work skips whole periods. */
     p.speed = speed_trace("loop 2 s\n0 s 1\n1 s 0\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 0), 19000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 1000000000), 20000000000); /* stalled 1 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 1500000000), 1500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e18, 0, 0, 0, 0), 1999999999000000000);
-    CHECK(dev_compute_ns(&p, 1e30, 0, 0, 0, 0) == DEV_TIME_NEVER); /* beyond int64 ns */
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 0, 0), 19000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 0, 1000000000), 20000000000); /* stalled 1 s */
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 1500000000), 1500000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 8e18, 0, 0, 0, 0, 0), 1999999999000000000);
+    CHECK(dev_compute_ns(&p, 1e30, 0, 0, 0, 0, 0) == DEV_TIME_NEVER); /* beyond int64 ns */
     dev_trace_free(p.speed);
 
     /* looping trace whose first point is not at 0: [0, 1 s) of every period runs the last
      * value (2), [1 s, 3 s) 0.5, [3 s, 4 s) 2. From 0: 1.6e10 by 1 s, 4e9 more at half speed
      * (1 s). From 3.5 s: 8e9 by 4 s, then [4 s, 5 s) is double speed again (the wrap): 1.6e10. */
     p.speed = speed_trace("loop 4 s\n1 s 0.5\n3 s 2\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 2e10, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 2.4e10, 0, 0, 0, 3500000000), 1500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 2.8e10, 0, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
+    CHECK_EQ_I64(dev_compute_ns(&p, 2e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 2.4e10, 0, 0, 0, 0, 3500000000), 1500000000);
+    CHECK_EQ_I64(dev_compute_ns(&p, 2.8e10, 0, 0, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
     dev_trace_free(p.speed);
     p.speed = NULL;
 }
@@ -207,19 +240,31 @@ static void test_profile_yaml(void)
     CHECK(p.memory_bytes == 2.0 * 1024 * 1024 * 1024);
     CHECK(p.capacity == 0.5 && p.sparse_eff == 0.25);
     CHECK(p.avail.kind == DEV_AVAIL_ALWAYS && p.speed == NULL && !dev_profile_has_dist(&p));
-    CHECK(p.step_overhead_ns == 0);
+    CHECK(p.step_overhead_ns == 0 && p.mem_bandwidth_bps == 0);
     snprintf(p.name, sizeof p.name, "mine");
     char line[512];
     dev_profile_describe(&p, line, sizeof line);
     CHECK_MSG(strstr(line, "compute 8.00 GFLOPS") && strstr(line, "up 10.0 Mbps") &&
                       strstr(line, "latency 40.0 ms") && strstr(line, "memory 2.00 GiB") &&
-                      strstr(line, "availability always") && !strstr(line, "step_overhead"),
+                      strstr(line, "availability always") && !strstr(line, "step_overhead") &&
+                      !strstr(line, "mem_bandwidth"),
               "describe: %s", line);
     CHECK(profile_from(&q, "step_overhead: 2.5 ms\n", &p, &err) == SIM_OK);
     CHECK_EQ_I64(q.step_overhead_ns, 2500000);
     dev_profile_describe(&q, line, sizeof line);
     CHECK_MSG(strstr(line, "sparse_eff 0.25, step_overhead 2.50 ms, availability"), "describe: %s",
               line);
+    dev_profile_destroy(&q);
+    /* bytes a second, or bits */
+    CHECK(profile_from(&q, "mem_bandwidth: 12.5 GB/s\nstep_overhead: 2.5 ms\n", &p, &err) ==
+          SIM_OK);
+    CHECK(q.mem_bandwidth_bps == 100e9);
+    dev_profile_describe(&q, line, sizeof line);
+    CHECK_MSG(strstr(line, "sparse_eff 0.25, mem_bandwidth 12.5 GB/s, step_overhead 2.50 ms, "),
+              "describe: %s", line);
+    dev_profile_destroy(&q);
+    CHECK(profile_from(&q, "mem_bandwidth: 100 Gbps\n", &p, &err) == SIM_OK);
+    CHECK(q.mem_bandwidth_bps == 100e9);
     dev_profile_destroy(&q);
 
     /* overrides keep the base's other fields and its name */
@@ -313,6 +358,8 @@ static void test_profile_yaml(void)
     expect_error(FULL "sparse_eff: -0.1\n", 6, 13, "sparse_eff");
     expect_error(FULL "step_overhead: 2\n", 6, 16, "no unit");
     expect_error(FULL "step_overhead: -1 ms\n", 6, 16, "step_overhead");
+    expect_error(FULL "mem_bandwidth: 10 GB\n", 6, 16, "not a rate unit");
+    expect_error(FULL "mem_bandwidth: -1 GB/s\n", 6, 16, "negative");
     expect_error("compute: 8 GFLOPS\nup: {uniform: [50 Mbps, 5 Mbps]}\ndown: 40 Mbps\n"
                  "latency: 40 ms\nmemory: 2 GiB\n",
                  2, 25, "high is below low");

@@ -240,7 +240,7 @@ int main(void)
     fl_result_init(&rc);
     CHECK(fl_fjord.client_train(&envc, &jc, &w, &rc, &err) == SIM_OK);
     CHECK_MSG(rc.cost.flops == rj.cost.flops && rc.up_bytes == rj.up_bytes &&
-                      rc.cost.samples == rj.cost.samples,
+                      rc.cost.samples == rj.cost.samples && rc.cost.bytes == rj.cost.bytes,
               "cost-only %g FLOPs %zu B, real %g %zu B", rc.cost.flops, rc.up_bytes, rj.cost.flops,
               rj.up_bytes);
     fl_result_destroy(&rj), fl_result_destroy(&rc);
@@ -250,7 +250,7 @@ int main(void)
               rj.cost.flops, top_flops);
     fl_result_init(&rc);
     CHECK(fl_fjord.client_train(&envc, &jc, &w, &rc, &err) == SIM_OK);
-    CHECK(rc.cost.flops == rj.cost.flops);
+    CHECK(rc.cost.flops == rj.cost.flops && rc.cost.bytes == rj.cost.bytes);
     fl_result_destroy(&rj), fl_result_destroy(&rc);
     fl_fjord.server_free(sj);
 

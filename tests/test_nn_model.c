@@ -284,6 +284,8 @@ static void compare_dense(const char *name, int c, int h, int w, int k, int mode
     CHECK_MSG(pc.flops == s.cost.flops && pc.flops_masked == s.cost.flops_masked &&
                       fabs(pc.flops_masked_nnz - s.cost.flops_masked_nnz) <= 1e-9 * pc.flops,
               "%s mode %d: predicted %g FLOPs, counted %g", name, mode, pc.flops, s.cost.flops);
+    CHECK_MSG(pc.bytes == s.cost.bytes && pc.bytes > 0,
+              "%s mode %d: predicted %g bytes, counted %g", name, mode, pc.bytes, s.cost.bytes);
     double dg = 0, dead = 0, scale = 0;
     for (size_t i = 0; i < nf; i++) {
         scale = fmax(scale, fabs((double)d.grads[i]));
@@ -586,10 +588,41 @@ static void test_learns(void)
     nn_model_destroy(&m);
 }
 
+/* The activation bytes of a cnn2 step, counted by hand from its shapes (28x28 input, 5x5 convs
+ * padded to keep the size): conv1 unfolds 25 x 784 per sample and writes 32 x 784; pool1 32 x 196;
+ * its ReLU as many; conv2 unfolds 32 x 25 x 196 and writes 64 x 196; pool2, ReLU and flatten
+ * 64 x 49 each; fc1 and its ReLU 512; the head 10. Backward writes each input gradient but the
+ * data's: the head's 512, ReLU's 512 (in place), fc1's 3136, flatten's and ReLU2's 3136 each,
+ * pool2's 64 x 196, conv2's 32 x 196 and its unfolded 156800, ReLU1's 6272, pool1's 32 x 784.
+ * At width 1/2 every hidden layer halves: all but conv1's unfolded input and the head's 10. */
+static void test_act_bytes(void)
+{
+    nn_arch a;
+    sim_err err = {0};
+    CHECK(nn_arch_build(&a, "cnn2", 1, 28, 28, 10, &err) == SIM_OK);
+    nn_model m;
+    nn_model_init(&m, &a, 2);
+    nn_cost c;
+    double fwd = 19600 + 25088 + 6272 + 6272 + 156800 + 12544 + 3 * 3136 + 2 * 512 + 10,
+           bwd = 512 + 512 + 3 * 3136 + 12544 + 6272 + 156800 + 6272 + 25088;
+    nn_model_step_cost(&m, 2, &c);
+    CHECK_MSG(c.bytes == 4 * 2 * (fwd + bwd), "cnn2: %g bytes a step, by hand %g", c.bytes,
+              4 * 2 * (fwd + bwd));
+    nn_model_forward_cost(&m, 2, &c);
+    CHECK(c.bytes == 4 * 2 * fwd);
+    nn_model_set_width(&m, 0.5, 0);
+    nn_model_step_cost(&m, 2, &c);
+    double half = (fwd - 19600 - 10) / 2 + 19600 + 10 + bwd / 2;
+    CHECK_MSG(c.bytes == 4 * 2 * half, "cnn2 at 1/2: %g bytes a step, by hand %g", c.bytes,
+              4 * 2 * half);
+    nn_model_destroy(&m);
+}
+
 int main(void)
 {
     sim_rng_seed(&rng, 7, SIM_RNG_TEST, 1);
     test_param_counts();
+    test_act_bytes();
     test_nest_width();
     test_init_fit_live();
     gradcheck_model("mlpbn:12-10-8-5", 12, 1, 1, 5, 1, 1);

@@ -346,9 +346,10 @@ static void test_kernels(void)
     free(txt);
 }
 
-/* fedsim calibrate times each width and fits the cost model; its FLOPs per step are the cost
- * model's counts (a half-wide MLP does a quarter of the hidden products), and bad options are
- * refused. Times are this machine's: only their form is checked. */
+/* fedsim calibrate times each width and fits the cost model; its FLOPs and activation bytes per
+ * step are the cost model's counts (a half-wide MLP does a quarter of the hidden products, and
+ * writes half the hidden activations), and bad options are refused. Times are this machine's:
+ * only their form is checked. */
 static void test_calibrate(void)
 {
     char out[160], cmd[1024];
@@ -360,17 +361,25 @@ static void test_calibrate(void)
     CHECK(system(cmd) == 0);
     size_t len;
     char *txt = test_slurp(out, &len);
-    double f[2] = {0}, ms[2] = {0}, w;
+    double f[2] = {0}, by[2] = {0}, ms[2] = {0}, w;
     const char *row = txt ? strstr(txt, "err_fitted\n") : NULL;
     int ok = row != NULL;
     for (int i = 0; i < 2 && ok; i++) {
         row = strchr(row, '\n') + 1;
-        ok = sscanf(row, "%lf %lf %lf", &w, &f[i], &ms[i]) == 3 && w == (i ? 0.5 : 1) && ms[i] > 0;
+        ok = sscanf(row, "%lf %lf %lf %lf", &w, &f[i], &by[i], &ms[i]) == 4 && w == (i ? 0.5 : 1) &&
+             ms[i] > 0;
     }
-    /* fedpews-mlp 5-32-64-128-32-4: at width 1/2 the hidden layers keep 16, 32, 64, 16 units */
-    CHECK_MSG(ok && f[0] == 1398784 && f[1] < f[0] / 2, "calibrate rows: %s", txt ? txt : "(none)");
+    /* fedpews-mlp 5-32-64-128-32-4: at width 1/2 the hidden layers keep 16, 32, 64, 16 units.
+     * A step of 16 writes 16 x 4 bytes times, forward, the linear outputs 32+64+128+32+4 and as
+     * many ReLU outputs but the head's, and backward the ReLU gradients 32+64+128+32 and the
+     * input gradients of every linear layer but the first, as many: 1028 floats a sample. */
+    CHECK_MSG(ok && f[0] == 1398784 && f[1] < f[0] / 2 && by[0] == 16 * 4 * 1028 &&
+                      by[1] == 16 * 4 * (1028 - 4) / 2 + 16 * 4 * 4,
+              "calibrate rows: %s", txt ? txt : "(none)");
     CHECK_MSG(txt && strstr(txt, "# fitted: compute ") && strstr(txt, "step_overhead: ") &&
-                      strstr(txt, "# FLOPs alone (compute "),
+                      strstr(txt, "# FLOPs alone (compute ") &&
+                      strstr(txt, "# without mem_bandwidth: compute ") &&
+                      strstr(txt, ", mem_bandwidth "),
               "calibrate: %s", txt ? txt : "(none)");
     free(txt);
     static const char *const bad[] = {"--widths 0,1", "--widths 1,x", "--widths ''",

@@ -154,7 +154,9 @@ static int n_algos(void)
  * each, a run's simulated length counts whole steps, and must not depend on the mode. FedAvg's:
  * 2 rounds of a job of 2 epochs of 48 steps (800 samples a client: 3,200 over 4, the local test
  * splits coming from the test set; 47 batches of 17 and one of 1). Ditto's and APFL's jobs step
- * two models: twice as long; pFedGate skips the 1-sample batches. */
+ * two models: twice as long; pFedGate skips the 1-sample batches. Likewise the activation bytes
+ * of every pass (on devices where they take 1 ms each and nothing else takes long), but learned
+ * FedPeWS's, whose cost-only subnetworks are drawn, not learned. */
 static void test_steps_every_algorithm(void)
 {
     const char *yaml =
@@ -178,17 +180,34 @@ static void test_steps_every_algorithm(void)
                               i < n    ? "algorithm.dmpfl.iterations=1"
                               : i == n ? "algorithm.pews.mode=learned"
                                        : "algorithm.pews.mode=fixed",
-                              "algorithm.pews.warmup=1", "cost_only=true"};
+                              "algorithm.pews.warmup=1",
+                              "devices.profiles.d={compute: 1000 TFLOPS, up: 1 Tbps, down: 1 "
+                              "Tbps, latency: 0 ms, memory: 1 GiB, mem_bandwidth: 1 kB/s}",
+                              "cost_only=true"};
         long long len[2];
+        sim_time bw[2];
         for (int co = 0; co < 2; co++) {
             run r;
-            run_text(&r, yaml, sets, 3 + co);
+            const char *s2[] = {sets[0], sets[1], sets[2], sets[4]};
+            run_text(&r, yaml, s2, 3 + co);
             CHECK_MSG(r.rc == 0, "%s: %s", a->name, r.err);
             len[co] = (long long)(r.t.now / 1000000000); /* whole steps */
+            free(r.trace);
+            /* the same with activation bytes at 1 kB/s instead: their sum, trained and priced */
+            run_text(&r, yaml, sets, 4 + co);
+            CHECK_MSG(r.rc == 0, "%s: %s", a->name, r.err);
+            bw[co] = r.t.now;
             free(r.trace);
         }
         CHECK_MSG(len[0] == len[1] && len[0] > 0, "%s (%s): %lld steps trained, %lld priced",
                   a->name, sets[1], len[0], len[1]);
+        /* (FLOPs at 1000 TFLOPS add nanoseconds, summed in other orders trained and priced;
+         * learned FedPeWS prices subnetworks drawn from the initial scores, not the learned
+         * ones, so its widths differ, by design) */
+        int learned = a == &fl_fedpews && i <= n;
+        CHECK_MSG(bw[0] > 0 && (learned || llabs(bw[0] - bw[1]) <= bw[0] / 1000000000),
+                  "%s (%s): %lld ns of activation bytes trained, %lld priced", a->name, sets[1],
+                  (long long)bw[0], (long long)bw[1]);
         if (a == &fl_fedavg) fedavg = len[0];
         /* two models stepped on every minibatch, or (FedRep) the head's epochs then the body's,
          * or (FedPeWS's learned warmup) the scores then the weights */

@@ -117,11 +117,17 @@ static void test_rate(void)
     CHECK_DBL(sim_parse_rate, "20 Mbit/s", 2e7);
     CHECK_DBL(sim_parse_rate, "1.5 Gbit/s", 1.5e9);
     CHECK_DBL(sim_parse_rate, "2 Tbit/s", 2e12);
+    CHECK_DBL(sim_parse_rate, "10 GB/s", 8e10); /* bytes a second, as memory bandwidth is given */
+    CHECK_DBL(sim_parse_rate, "1 kB/s", 8e3);
+    CHECK_DBL(sim_parse_rate, "3 B/s", 24);
     CHECK_DBL(sim_parse_rate, "20Mbps", 2e7);
     CHECK_DBL(sim_parse_rate, "20  Mbps", 2e7);
 
-    CHECK_BAD(sim_parse_rate, "20", "'20' has no unit (use bps, kbps, Mbps, Gbps, Tbps)");
-    CHECK_BAD(sim_parse_rate, "20 MB", "'MB' is not a rate unit (use bps, kbps, Mbps, Gbps, Tbps)");
+    CHECK_BAD(sim_parse_rate, "20",
+              "'20' has no unit (use bps, kbps, Mbps, Gbps, Tbps, B/s, kB/s, MB/s, GB/s, TB/s)");
+    CHECK_BAD(sim_parse_rate, "20 MB",
+              "'MB' is not a rate unit (use bps, kbps, Mbps, Gbps, Tbps, B/s, kB/s, MB/s, GB/s, "
+              "TB/s)");
     CHECK_BAD(sim_parse_rate, "20 GFLOPS", "'GFLOPS' is not a rate unit");
     CHECK_BAD(sim_parse_rate, "20 mbps", "unknown rate unit 'mbps'");
     CHECK_BAD(sim_parse_rate, "20 MBps", "unknown rate unit 'MBps'");

@@ -3,7 +3,8 @@
  * events.msgpack and timeline.tsv with --workers 0 (in-process), 1 and 2, and with 3 workers (whose
  * evaluations fan out over three processes, sim/fanout.h) also under eval.shift; a worker killed
  * mid-run (test hook FEDSIM_TEST_WORKER_KILL=K:J, sim/pool.h) is replaced and the outputs still
- * match; a worker answering with garbage (FEDSIM_TEST_WORKER_GARBAGE=K:J) fails the run with exit
+ * match, and so do runs whose devices price activation bytes (which travel in the result frames);
+ * a worker answering with garbage (FEDSIM_TEST_WORKER_GARBAGE=K:J) fails the run with exit
  * status 2 and a message naming the worker and the job; a worker stuck on a job
  * (FEDSIM_TEST_WORKER_HANG=K:J) is killed after --job-timeout, replaced, and the outputs still
  * match. */
@@ -35,7 +36,19 @@ static int run(const char *env, const char *name, const char *args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* 1 when every output of runs a and b is byte-identical (and present). */
+/* Runs dir/TAG0 in-process and dir/TAGn with n workers, both with extra args: 1 when both
+ * succeed with byte-identical outputs. */
+static int workers_agree(const char *tag, int n, const char *extra)
+{
+    char args[1024], a[16], b[16];
+    snprintf(a, sizeof a, "%s0", tag);
+    snprintf(b, sizeof b, "%s%d", tag, n);
+    snprintf(args, sizeof args, "--workers 0 %s", extra);
+    if (run("", a, args)) return 0;
+    snprintf(args, sizeof args, "--workers %d %s", n, extra);
+    return run("", b, args) == 0 && test_same_outputs(dir, a, b, 1);
+}
+
 static char *stderr_of(const char *name)
 {
     char p[200];
@@ -66,15 +79,18 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "a0", "a1", 1), "async: --workers 1 matches in-process");
     CHECK_MSG(test_same_outputs(dir, "a0", "a2", 1), "async: --workers 2 matches in-process");
     /* evaluation over 3 processes: global chunks, own splits and shifted splits */
-    const char *shift = "--set 'eval.shift=[0, 0.5, 1]'";
-    snprintf(args, sizeof args, "--workers 0 %s", shift);
-    CHECK(run("", "f0", args) == 0);
-    snprintf(args, sizeof args, "--workers 3 %s", shift);
-    CHECK(run("", "f3", args) == 0);
-    CHECK_MSG(test_same_outputs(dir, "f0", "f3", 1), "eval.shift: --workers 3 matches in-process");
+    CHECK_MSG(workers_agree("f", 3, "--set 'eval.shift=[0, 0.5, 1]'"),
+              "eval.shift: --workers 3 matches in-process");
     CHECK_MSG(!test_same_outputs(dir, "s0", "f0", 0), "the shift columns change metrics.tsv");
     CHECK_MSG(!test_same_outputs(dir, "s0", "a0", 0),
               "sync and async runs differ (the comparison can fail)");
+    /* the slow devices price activation bytes: the jobs' bytes reach the engine from workers
+     * as they do in-process, and change the times */
+    CHECK_MSG(workers_agree("b", 2,
+                            "--set 'devices.profiles.slow={compute: 10 MFLOPS, up: 1 Mbps, down: "
+                            "4 Mbps, latency: 50 ms, memory: 1 GiB, mem_bandwidth: 1 MB/s}'"),
+              "mem_bandwidth: --workers 2 matches in-process");
+    CHECK_MSG(!test_same_outputs(dir, "s0", "b0", 0), "mem_bandwidth changes the times");
     /* a worker killed on its 2nd job (and one on its 1st) is replaced; nothing changes */
     CHECK(run("FEDSIM_TEST_WORKER_KILL=1:2", "k1", "--workers 2") == 0);
     CHECK_MSG(test_same_outputs(dir, "s0", "k1", 1), "sync: a killed worker changes no output");

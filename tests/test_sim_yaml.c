@@ -271,7 +271,7 @@ static void test_typed(void)
     sim_yaml *link = sim_yaml_get(r, "link");
     CHECK(sim_yaml_rate(sim_yaml_get(link, "bandwidth"), "bandwidth", &d, &e) == SIM_EINVAL);
     CHECK_ERR(e, "s.yaml:10:19: bandwidth: 'MB' is not a rate unit (use bps, kbps, Mbps, Gbps, "
-                 "Tbps)");
+                 "Tbps, B/s, kB/s, MB/s, GB/s, TB/s)");
     CHECK(sim_yaml_time(sim_yaml_get(link, "latency"), "latency", &t, &e) == SIM_OK &&
           t == 40 * SIM_MS);
     CHECK(sim_yaml_flops(sim_yaml_get(link, "cpu"), "cpu", &d, &e) == SIM_OK && d == 8e9);
