@@ -93,9 +93,10 @@ static double fit_terms(const double *flops, const double *bytes, const double *
                         unsigned use, double x[3])
 {
     int col[3], k = 0;
+    x[0] = x[1] = x[2] = 0;
     for (int j = 0; j < 3; j++)
         if (use >> j & 1) col[k++] = j;
-    double M[3][4] = {{0}};
+    double M[3][4] = {{0}}, d[3];
     for (int i = 0; i < n; i++) {
         double term[3] = {flops[i], bytes ? bytes[i] : 0, 1}, a[3];
         for (int r = 0; r < k; r++)
@@ -106,6 +107,8 @@ static double fit_terms(const double *flops, const double *bytes, const double *
             M[r][k] += a[r];
         }
     }
+    for (int r = 0; r < k; r++)
+        d[r] = M[r][r];
     for (int r = 0; r < k; r++) {
         int piv = r;
         for (int q = r + 1; q < k; q++)
@@ -115,8 +118,9 @@ static double fit_terms(const double *flops, const double *bytes, const double *
             M[r][c] = M[piv][c];
             M[piv][c] = t;
         }
-        /* a pivot lost to cancellation: terms proportional over these points */
-        if (!(fabs(M[r][r]) > 1e-9 * fabs(M[r][k]) && M[r][r] != 0)) return INFINITY;
+        /* a pivot lost to cancellation against its column's own scale: terms proportional
+         * over these points (the same width twice, say) */
+        if (!(fabs(M[r][r]) > 1e-9 * d[r])) return INFINITY;
         for (int q = 0; q < k; q++) {
             if (q == r) continue;
             double f = M[q][r] / M[r][r];
@@ -124,7 +128,6 @@ static double fit_terms(const double *flops, const double *bytes, const double *
                 M[q][c] -= f * M[r][c];
         }
     }
-    x[0] = x[1] = x[2] = 0;
     for (int r = 0; r < k; r++)
         x[col[r]] = M[r][k] / M[r][r];
     double res = 0;
@@ -140,11 +143,12 @@ int dev_fit_step_cost(const double *flops, const double *bytes, const double *se
 {
     /* Non-negative least squares by enumeration: the constrained optimum is the unconstrained
      * one over the terms it keeps, so the best fit with every coefficient positive, among the
-     * subsets of terms holding FLOPs, is it. A term only fits with at least as many points. */
+     * subsets of terms holding FLOPs, is it. A fit needs as many points as terms, and one with
+     * the bandwidth more (with as many, its exact fit ties with the overhead's). */
     double best = INFINITY, bx[3] = {0};
     for (unsigned use = 1; use < 8; use += 2) {
         int k = 1 + (use >> 1 & 1) + (use >> 2 & 1);
-        if ((!bytes && use & 2) || k > n) continue;
+        if ((use & 2 && (!bytes || k >= n)) || k > n) continue;
         double x[3], r = fit_terms(flops, bytes, secs, n, use, x);
         if (x[0] > 0 && x[1] >= 0 && x[2] >= 0 && r < best) {
             best = r;

@@ -116,7 +116,9 @@ sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
  * activations (n >= 1 points, all > 0; bytes NULL: no bandwidth term): least squares on the
  * relative error, since the times span orders of magnitude, with the bandwidth and overhead
  * terms kept >= 0 (the best fit over the subsets of terms that keep them so; a term left out is
- * 0, *bandwidth then meaning none). Returns 0, or -1 when no fit has a positive compute. */
+ * 0, *bandwidth then meaning none). A fit needs as many points as terms, with the bandwidth one
+ * more; points whose terms are proportional (the same width twice) fit fewer terms. Returns 0,
+ * or -1 when no fit has a positive compute. */
 int dev_fit_step_cost(const double *flops, const double *bytes, const double *secs, int n,
                       double *compute, double *bandwidth, double *overhead_s);
 /* latency + 8 x bytes / bps, rounded to the nearest ns (bytes >= 0, bps > 0). */

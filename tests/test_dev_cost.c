@@ -61,6 +61,21 @@ static void test_fit(void)
     CHECK(dev_fit_step_cost((double[]){1e6, 1e9}, NULL, down, 2, &compute, NULL, &oh) == 0 &&
           oh == 0);
     CHECK(dev_fit_step_cost((double[]){0, 0}, NULL, down, 2, &compute, NULL, &oh) == -1);
+    /* the same point five times: only the FLOPs' rate is known, not how the time splits */
+    double f5[5], b5[5], t5[5]; /* (figures whose elimination leaves rounding noise) */
+    for (int i = 0; i < 5; i++)
+        f5[i] = 940889600, b5[i] = 47454800, t5[i] = 0.36377344;
+    CHECK(dev_fit_step_cost(f5, b5, t5, 5, &compute, &bw, &oh) == 0);
+    CHECK_MSG(fabs(compute * 0.36377344 / 940889600 - 1) < 1e-12 && bw == 0 && oh == 0,
+              "fit %g, %g, %g", compute, bw, oh);
+    CHECK(dev_fit_step_cost(f5, NULL, t5, 5, &compute, NULL, &oh) == 0 && oh == 0 &&
+          fabs(compute * 0.36377344 / 940889600 - 1) < 1e-12);
+    /* two points: FLOPs and the overhead fit them exactly; the bandwidth is not tried */
+    double f2[2] = {1e9, 2.5e8}, b2[2] = {8e7, 4e7},
+           t2[2] = {1e9 / 1e11 + 2e-3, 2.5e8 / 1e11 + 2e-3};
+    CHECK(dev_fit_step_cost(f2, b2, t2, 2, &compute, &bw, &oh) == 0);
+    CHECK_MSG(fabs(compute / 1e11 - 1) < 1e-9 && bw == 0 && fabs(oh / 2e-3 - 1) < 1e-9,
+              "fit %g, %g, %g", compute, bw, oh);
 }
 
 static void test_compute(void)
