@@ -354,9 +354,13 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
     if ((v = sim_yaml_get(node, "sparse_eff")) &&
         (rc = sim_yaml_double(v, "sparse_eff", 0.0, 1.0, &out->sparse_eff, err)))
         return rc;
-    if ((v = sim_yaml_get(node, "mem_bandwidth")) &&
-        (rc = sim_yaml_rate(v, "mem_bandwidth", &out->mem_bandwidth_bps, err)))
-        return rc;
+    if ((v = sim_yaml_get(node, "mem_bandwidth"))) {
+        if ((rc = sim_yaml_rate(v, "mem_bandwidth", &out->mem_bandwidth_bps, err))) return rc;
+        if (!(out->mem_bandwidth_bps > 0)) /* 0 would read as "free", not as "none" */
+            return sim_yaml_fail(v, err,
+                                 "mem_bandwidth must be > 0 (leave it out to not price "
+                                 "activations)");
+    }
     if ((v = sim_yaml_get(node, "step_overhead"))) {
         if ((rc = sim_yaml_time(v, "step_overhead", &out->step_overhead_ns, err))) return rc;
         if (out->step_overhead_ns < 0)

@@ -375,6 +375,7 @@ static void test_profile_yaml(void)
     expect_error(FULL "step_overhead: -1 ms\n", 6, 16, "step_overhead");
     expect_error(FULL "mem_bandwidth: 10 GB\n", 6, 16, "not a rate unit");
     expect_error(FULL "mem_bandwidth: -1 GB/s\n", 6, 16, "negative");
+    expect_error(FULL "mem_bandwidth: 0 GB/s\n", 6, 16, "mem_bandwidth must be > 0");
     expect_error("compute: 8 GFLOPS\nup: {uniform: [50 Mbps, 5 Mbps]}\ndown: 40 Mbps\n"
                  "latency: 40 ms\nmemory: 2 GiB\n",
                  2, 25, "high is below low");
