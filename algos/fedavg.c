@@ -289,10 +289,7 @@ static int apfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
         int64_t steps = L.steps;
         fl_loop_finish(&L, res);
         fl_count_steps(res, steps); /* v's: a step of its own on every minibatch */
-        res->cost.flops += pm.cost.flops;
-        res->cost.flops_masked += pm.cost.flops_masked;
-        res->cost.flops_masked_nnz += pm.cost.flops_masked_nnz;
-        res->cost.bytes += pm.cost.bytes;
+        nn_cost_add(&res->cost, &pm.cost, 1);
         res->cost.samples += pm.cost.samples;
         for (size_t j = 0; j < nf; j++) /* the upload is the change, as FedAvg's */
             w->ref[j] = m->params[j] - w->ref[j];

@@ -637,10 +637,7 @@ static void skip_singles(const fl_env *env, const fl_job *job, const nn_model *m
     int64_t steps = fl_job_steps(env, n), ones = B == 1 ? steps : fl_job_short_batches(steps, n, B);
     nn_cost c;
     nn_model_step_cost(m, 1, &c);
-    res->cost.flops -= (double)ones * c.flops;
-    res->cost.flops_masked -= (double)ones * c.flops_masked;
-    res->cost.flops_masked_nnz -= (double)ones * c.flops_masked_nnz;
-    res->cost.bytes -= (double)ones * c.bytes;
+    nn_cost_add(&res->cost, &c, -(double)ones);
     fl_count_steps(res, -ones);
 }
 

@@ -176,15 +176,12 @@ static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer
     return out->size - before;
 }
 
-/* The FLOPs and activation bytes of one training step of m as narrowed now, at batch B. */
-static void add_flops(nn_cost *to, const nn_model *m, int B)
+/* The work of one training step of m as narrowed now, at batch B. */
+static void add_step_cost(nn_cost *to, const nn_model *m, int B)
 {
     nn_cost c;
     nn_model_step_cost(m, B, &c);
-    to->flops += c.flops;
-    to->flops_masked += c.flops_masked;
-    to->flops_masked_nnz += c.flops_masked_nnz;
-    to->bytes += c.bytes;
+    nn_cost_add(to, &c, 1);
 }
 
 /* FjORD's local steps on m (at width top): the draws come from the job's own stream, so cost-only
@@ -204,10 +201,10 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
         for (int64_t st = 0; st < steps; st++) {
             int nb = fl_job_batch(st, n, B);
             double p = fl_fjord_draw(&cfg->width, top, &r);
-            if (kd) add_flops(&res->cost, m, nb);
+            if (kd) add_step_cost(&res->cost, m, nb);
             if (!kd || p < top) {
                 nn_model_nest_width(m, p);
-                add_flops(&res->cost, m, nb);
+                add_step_cost(&res->cost, m, nb);
                 nn_model_nest_width(m, top);
             }
             res->cost.samples += nb;

@@ -860,6 +860,14 @@ static double act_floats(const nn_model *m, int i, int B, int back)
     }
 }
 
+void nn_cost_add(nn_cost *to, const nn_cost *c, double k)
+{
+    to->flops += k * c->flops;
+    to->flops_masked += k * c->flops_masked;
+    to->flops_masked_nnz += k * c->flops_masked_nnz;
+    to->bytes += k * c->bytes;
+}
+
 static void add_cost(nn_cost *c, double flops, int masked, double density)
 {
     c->flops += flops;
@@ -1097,6 +1105,7 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
         int ni, no;
         const int *il = in_list(m, i, &ni), *ol = out_list(m, i, &no);
         float *dxp = i ? dx : NULL;
+        m->cost.bytes += 4 * act_floats(m, i, B, 1);
         if (is_param(l) && l->narrow && w->scaled != 1.0f) /* out = s·z: dz = s·dout */
             scale_f32(dy, w->scaled, out_floats(l, no, B));
         if (is_param(l)) {
@@ -1173,7 +1182,6 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                     m->grads[a->layout.t[l->bt].off + ol[r]] += db[r];
         } else if (l->op == NN_RELU) {
             nn_relu_backward(dy, dy, w->out[i], (long)B * ni * l->h * l->w);
-            m->cost.bytes += 4 * act_floats(m, i, B, 1);
             continue; /* in place: dy stays the current gradient */
         } else if (l->op == NN_MAXPOOL) {
             if (dxp) nn_maxpool2_backward(dxp, dy, in, w->out[i], ni * B, l->h, l->w);
@@ -1190,7 +1198,6 @@ static void backward(nn_model *m, const nn_sgd *opt, const uint8_t *fused)
                 m->grads[a->layout.t[l->bt].off + il[j]] += dbb[j];
             }
         }
-        m->cost.bytes += 4 * act_floats(m, i, B, 1);
         float *t = dy;
         dy = dx;
         dx = t;

@@ -96,6 +96,8 @@ typedef struct nn_cost {
     double bytes;
     double samples; /* training samples processed */
 } nn_cost;
+/* to's work counts (FLOPs, masked FLOPs, bytes) += k × c's; samples are the caller's to count. */
+void nn_cost_add(nn_cost *to, const nn_cost *c, double k);
 
 typedef struct nn_sgd {
     float lr;
