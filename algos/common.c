@@ -245,7 +245,7 @@ int fl_momentum_load(const fl_env *env, const fl_job *job, int skip, nn_model *m
     msgpack_unpacked_init(&u);
     int rc = SIM_OK, k = 0;
     for (; k <= skip && off < job->priv_len; k++)
-        if (msgpack_unpack_next(&u, job->priv, job->priv_len, &off) != MSGPACK_UNPACK_SUCCESS) {
+        if (nn_msgpack_next(&u, job->priv, job->priv_len, &off, NULL, NULL)) {
             rc = sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not msgpack");
             break;
         }

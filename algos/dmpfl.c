@@ -308,7 +308,7 @@ int fl_dm_unpack(const fl_dm_shape *s, const void *buf, size_t len, uint8_t *mas
     size_t off = 0;
     int rc = SIM_OK;
     *got_mask = 0;
-    if (!buf || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (!buf || nn_msgpack_next(&u, buf, len, &off, NULL, NULL) ||
         u.data.type != MSGPACK_OBJECT_MAP)
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a DM-PFL message");
     const msgpack_object *mo = rc ? NULL : nn_map_get(&u.data, "mask");
@@ -365,7 +365,7 @@ static int unpack_client(dm_client *c, const fl_dm_shape *s, const void *buf, si
     msgpack_unpacked_init(&u);
     size_t off = 0;
     const msgpack_object *mg = NULL;
-    if (!rc && (!got || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (!rc && (!got || nn_msgpack_next(&u, buf, len, &off, NULL, NULL) ||
                 !(mg = nn_map_get(&u.data, "mg"))))
         rc = sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not a DM-PFL client state");
     if (!rc) rc = read_bitmap(s, mg, c->mg, "private state", err);

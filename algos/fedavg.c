@@ -224,9 +224,9 @@ static int apfl_read(const nn_arch *a, const void *priv, size_t len, float *v, d
     msgpack_unpacked_init(&u);
     size_t off = 0;
     int rc = SIM_OK;
-    if (msgpack_unpack_next(&u, priv, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        msgpack_unpack_next(&u, priv, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_FLOAT64 || !(u.data.via.f64 >= 0 && u.data.via.f64 <= 1))
+    if (nn_msgpack_next(&u, priv, len, &off, NULL, NULL) ||
+        nn_msgpack_next(&u, priv, len, &off, NULL, NULL) || u.data.type != MSGPACK_OBJECT_FLOAT64 ||
+        !(u.data.via.f64 >= 0 && u.data.via.f64 <= 1))
         rc = sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "no APFL mixing weight in [0, 1]");
     else
         *alpha = u.data.via.f64;

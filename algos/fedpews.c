@@ -112,7 +112,7 @@ static int unpack_msg(nn_model *m, float *v, float *theta, int *has_theta, const
     size_t off = 0;
     int rc;
     *has_theta = 0;
-    if (!buf || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+    if (!buf || nn_msgpack_next(&u, buf, len, &off, NULL, NULL)) {
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
     } else if (!(rc = fl_sub_unpack(m, v, &u.data, what, err))) {
         const msgpack_object *t = nn_map_get(&u.data, "theta");
@@ -509,7 +509,7 @@ static int pews_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
             msgpack_unpacked u;
             msgpack_unpacked_init(&u);
             size_t off = 0;
-            rc = msgpack_unpack_next(&u, job->priv, job->priv_len, &off) == MSGPACK_UNPACK_SUCCESS
+            rc = !nn_msgpack_next(&u, job->priv, job->priv_len, &off, NULL, NULL)
                          ? nn_unpack_f32(s, (size_t)h, &u.data, "private state", err)
                          : sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not msgpack");
             msgpack_unpacked_destroy(&u);

@@ -189,7 +189,7 @@ static int unpack_msg(const void *buf, size_t len, const fl_p3_net *d, int kb, f
     msgpack_unpacked m;
     msgpack_unpacked_init(&m);
     size_t off = 0;
-    int rc = buf && msgpack_unpack_next(&m, buf, len, &off) == MSGPACK_UNPACK_SUCCESS
+    int rc = buf && !nn_msgpack_next(&m, buf, len, &off, NULL, NULL)
                      ? SIM_OK
                      : sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
     if (!rc) rc = unpack_key(u, d->n_u, &m.data, "u", what, err);
@@ -413,7 +413,7 @@ static double pa3dfl_eval(void *p, int32_t client, const void *priv, size_t priv
     msgpack_unpacked_init(&u);
     size_t off = 0, n = live_floats(m);
     float *w = sim_xmalloc(sizeof(float) * n);
-    if (priv && msgpack_unpack_next(&u, priv, priv_len, &off) == MSGPACK_UNPACK_SUCCESS &&
+    if (priv && !nn_msgpack_next(&u, priv, priv_len, &off, NULL, NULL) &&
         !unpack_key(w, n, &u.data, "w", "private state", NULL)) {
         copy_live(m, w, 1);
     } else { /* never trained: what it would receive now, through H_g */
@@ -568,7 +568,7 @@ static int own_personal(const fl_env *env, const fl_p3_net *d, int kb, const fl_
     msgpack_unpacked m;
     msgpack_unpacked_init(&m);
     size_t off = 0;
-    int rc = msgpack_unpack_next(&m, job->priv, job->priv_len, &off) == MSGPACK_UNPACK_SUCCESS
+    int rc = !nn_msgpack_next(&m, job->priv, job->priv_len, &off, NULL, NULL)
                      ? unpack_key(kept, fl_p3_kept(d, kb), &m.data, "v", "private state", err)
                      : sim_fail(err, SIM_EFORMAT, "private state", 0, 0, "not a msgpack map");
     msgpack_unpacked_destroy(&m);

@@ -496,7 +496,7 @@ static int load_gate(fl_pg_gate *gt, const fl_env *env, int32_t c, int L, int ma
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    int rc = msgpack_unpack_next(&u, priv, priv_len, &off) == MSGPACK_UNPACK_SUCCESS
+    int rc = !nn_msgpack_next(&u, priv, priv_len, &off, NULL, NULL)
                      ? nn_unpack_f32(gt->p, gt->n_saved, &u.data, "gate state", err)
                      : sim_fail(err, SIM_EFORMAT, "gate state", 0, 0, "not msgpack");
     msgpack_unpacked_destroy(&u);
@@ -771,7 +771,7 @@ static int read_upload(const fl_pg_blocks *b, const void *up, size_t len, uint8_
     size_t off = 0, bm = ((size_t)b->n + 7) / 8, n = 0;
     int rc = SIM_OK;
     const msgpack_object *bits = NULL, *data = NULL;
-    if (!up || msgpack_unpack_next(&u, up, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (!up || nn_msgpack_next(&u, up, len, &off, NULL, NULL) ||
         !(bits = nn_map_get(&u.data, "blocks")) || bits->type != MSGPACK_OBJECT_BIN ||
         bits->via.bin.size != bm || !(data = nn_map_get(&u.data, "data")))
         rc = sim_fail(err, SIM_EFORMAT, "up message", 0, 0,

@@ -123,8 +123,7 @@ static int state_unpack(client_state *c, const shape *sh, size_t nf, const void 
     msgpack_unpacked_init(&u);
     size_t off = 0, nt = (size_t)n_tau(sh);
     int rc = SIM_OK;
-    if (msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_MAP) {
+    if (nn_msgpack_next(&u, buf, len, &off, NULL, NULL) || u.data.type != MSGPACK_OBJECT_MAP) {
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map (truncated or corrupt)");
         goto done;
     }
@@ -169,7 +168,7 @@ static int unpack_tau(float *tau, float *delta, size_t nt, const void *buf, size
     msgpack_unpacked_init(&u);
     size_t off = 0;
     int rc;
-    if (!buf || msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (!buf || nn_msgpack_next(&u, buf, len, &off, NULL, NULL) ||
         u.data.type != MSGPACK_OBJECT_MAP)
         rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map (truncated or corrupt)");
     else if (!(rc = get_vec(&u.data, "tau", tau, nt, what, err)) && delta)

@@ -103,7 +103,7 @@ static int unpack_vec(float *v, size_t n, const void *buf, size_t len, const cha
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     const msgpack_object *o = NULL;
-    int rc = buf && msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+    int rc = buf && !nn_msgpack_next(&u, buf, len, &off, NULL, NULL) &&
                              (o = nn_map_get(&u.data, key))
                      ? nn_unpack_f32(v, n, o, what, err)
                      : sim_fail(err, SIM_EFORMAT, what, 0, 0, "no \"%s\"", key);

@@ -43,6 +43,7 @@
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/ops.h"
+#include "nn/pack.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -114,7 +115,7 @@ static int unpack_sub(nn_model *m, float *v, const void *buf, size_t len, const 
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    int rc = buf && msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS
+    int rc = buf && !nn_msgpack_next(&u, buf, len, &off, NULL, NULL)
                      ? fl_sub_unpack(m, v, &u.data, what, err)
                      : sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
     msgpack_unpacked_destroy(&u);

@@ -5,6 +5,13 @@
  * every tensor's rows·cols values as little-endian float32, in layout order, without the arena's
  * alignment padding. Unpacking checks the tensor list against the receiving architecture, so a
  * message for another model, or a truncated one, is an error rather than a silent misread.
+ *
+ * It also holds the guard every msgpack reader of the project goes through (nn_msgpack_next):
+ * msgpack-c allocates an array's or a map's objects for the count its header declares before it
+ * looks at the data, so five bytes declaring 2^32-1 elements cost it 64 GB. The guard walks the
+ * encoding first, without allocating, and refuses any count or length larger than the bytes that
+ * remain (every element takes at least one byte) and nesting deeper than msgpack-c's own stack;
+ * what it accepts, msgpack-c unpacks in memory linear in its length.
  */
 #ifndef NN_PACK_H
 #define NN_PACK_H
@@ -35,5 +42,23 @@ void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n);
 /* Read exactly n floats from o, which must be a bin of n·4 bytes; returns SIM_EFORMAT otherwise
  * (naming what, and leaving v unchanged). */
 int nn_unpack_f32(float *v, size_t n, const msgpack_object *o, const char *what, sim_err *err);
+
+enum { NN_MSGPACK_DEPTH = 32 }; /* nested non-empty arrays and maps: msgpack-c's own limit */
+
+/* Walk the one msgpack object at buf[0..len) without allocating: SIM_OK and *end its length in
+ * bytes when it is well formed and every count and length it declares fits in what remains.
+ * Otherwise SIM_EFORMAT naming what and the byte offset (base + the offset in buf, so a caller
+ * reading a stream names the stream's offset), *end the offset of the offending header, and
+ * *more (when non-NULL) 1 when more bytes after buf could complete the object (it is truncated,
+ * or declares more than buf holds), 0 when none could (a byte msgpack never uses, nesting too
+ * deep). */
+int nn_msgpack_check(const void *buf, size_t len, size_t base, size_t *end, int *more,
+                     const char *what, sim_err *err);
+
+/* msgpack_unpack_next behind nn_msgpack_check: unpack the object at buf + *off (len bytes in all)
+ * into u and advance *off past it; SIM_EFORMAT naming what and the byte offset when the check
+ * refuses it (err may be NULL: callers that say what they expected write their own). */
+int nn_msgpack_next(msgpack_unpacked *u, const void *buf, size_t len, size_t *off, const char *what,
+                    sim_err *err);
 
 #endif /* NN_PACK_H */

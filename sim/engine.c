@@ -8,6 +8,7 @@
  */
 #include "sim/engine.h"
 
+#include "nn/pack.h"
 #include "nn/train.h"
 #include "sim/checkpoint.h"
 #include "sim/fanout.h"
@@ -1283,23 +1284,41 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
     return SIM_OK;
 }
 
-/* Read, verify and restore out_dir/checkpoint.msgpack (before any output is touched). */
+/* Restore the checkpoint payload buf[0..len) (path names it in errors). */
+static int decode_checkpoint(sim_engine *e, const void *buf, size_t len, const char *path,
+                             uint64_t out_len[4], sim_err *err)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    int rc = nn_msgpack_next(&u, buf, len, &off, path, err);
+    if (rc) { /* err says where; the checkpoint's framing is said once, for every cause */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        rc = sim_fail(err, SIM_EFORMAT, path, 0, 0, "malformed checkpoint (%s); not loaded", why);
+    } else if (off != len) {
+        rc = ckpt_bad(path, "bytes after its msgpack object", err);
+    } else {
+        rc = restore(e, &u.data, out_len, path, err);
+    }
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+/* Read, verify and restore out_dir/checkpoint.msgpack, or spec.resume_payload (before any output
+ * is touched). */
 static int load_checkpoint(sim_engine *e, uint64_t out_len[4], sim_err *err)
 {
+    if (e->spec.resume_payload)
+        return decode_checkpoint(e, e->spec.resume_payload, e->spec.resume_len,
+                                 "checkpoint payload", out_len, err);
     char path[1100];
     ckpt_path(e, path, sizeof path);
     void *buf;
     size_t len;
     int rc = sim_checkpoint_read(path, &buf, &len, err);
     if (rc) return rc;
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    if (msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len)
-        rc = ckpt_bad(path, "not one msgpack object", err);
-    else
-        rc = restore(e, &u.data, out_len, path, err);
-    msgpack_unpacked_destroy(&u);
+    rc = decode_checkpoint(e, buf, len, path, out_len, err);
     free(buf);
     return rc;
 }
@@ -1564,7 +1583,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (!e->server) rc = SIM_EINVAL; /* server_new filled err */
     uint64_t out_len[4];
     if (!rc && spec->resume) {
-        assert(spec->out_dir && "resume needs the run folder");
+        assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");
         rc = load_checkpoint(e, out_len, err);
         e->resumed = 1;
         e->ckpt_round = e->round; /* its file stays until a newer one replaces it */

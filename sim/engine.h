@@ -99,6 +99,11 @@ typedef struct sim_run_spec {
     const volatile sig_atomic_t *stop;
     int stop_after_round; /* tests: checkpoint and stop after this aggregation (0 = off) */
     int resume;           /* continue from out_dir/checkpoint.msgpack instead of starting */
+    /* With resume: the checkpoint's payload (what sim_checkpoint_read returns) in memory instead
+     * of out_dir's file, which is then not read (out_dir may be NULL: no outputs). For decoding
+     * untrusted bytes without a file (fuzzing, tests). */
+    const void *resume_payload;
+    size_t resume_len;
 } sim_run_spec;
 
 typedef struct sim_engine sim_engine;

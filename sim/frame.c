@@ -1,6 +1,8 @@
 /* sim/frame.c -- encode, decode and validate job/result frames; serve one job (see frame.h). */
 #include "sim/frame.h"
 
+#include "nn/pack.h"
+
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,8 +108,8 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
     const void *up = NULL, *priv = NULL;
     size_t up_len = 0, priv_len = 0;
     nn_cost cost = {0};
-    if (msgpack_unpack_next(&u, body, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len)
-        *why = "not one msgpack object";
+    if (nn_msgpack_next(&u, body, len, &off, NULL, NULL) || off != len)
+        *why = "not one msgpack object, or one declaring more than the frame holds";
     else if (u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size < 3)
         *why = "not an array of at least 3 fields";
     else if (a = u.data.via.array.ptr, get_int(&a[0], RESULT_OK, RESULT_ERR, &kind))
@@ -166,7 +168,7 @@ int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int sl
     const msgpack_object *a = NULL;
     int64_t client, round;
     fl_job job;
-    if (msgpack_unpack_next(&u, body, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
+    if (nn_msgpack_next(&u, body, len, &off, NULL, NULL) || off != len ||
         u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 5 ||
         !(a = u.data.via.array.ptr) || get_int(&a[0], 0, INT32_MAX, &client) ||
         get_int(&a[1], INT32_MIN, INT32_MAX, &round) ||

@@ -18,6 +18,7 @@
 #include "sim/blas.h"
 #include "sim/checkpoint.h"
 #include "sim/engine.h"
+#include "sim/events.h"
 #include "sim/rng.h"
 #include "sim/scenario.h"
 #ifdef FEDSIM_MPI
@@ -1110,44 +1111,10 @@ static int cmd_events(int argc, char **argv)
         fprintf(stderr, "fedsim: %s: cannot open: %s\n", path, strerror(errno));
         return 2;
     }
-    msgpack_unpacker up;
-    msgpack_unpacker_init(&up, 1 << 16);
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    int rc = 0, header = 1;
-    printf("time_s\tkind\tclient\tround\tbytes\tflops\n");
-    for (;;) {
-        msgpack_unpack_return r;
-        while ((r = msgpack_unpacker_next(&up, &u)) == MSGPACK_UNPACK_SUCCESS) {
-            const msgpack_object *o = &u.data;
-            if (header) { /* the self-description map */
-                header = 0;
-                continue;
-            }
-            if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 6) {
-                rc = die("events file: malformed record");
-                goto done;
-            }
-            const msgpack_object *v = o->via.array.ptr;
-            int kind = (int)v[1].via.i64;
-            printf("%.9f\t%s\t%lld\t%lld\t%.0f\t%.0f\n", (double)v[0].via.i64 * 1e-9,
-                   kind >= 0 && kind < SIM_EV_COUNT ? sim_event_names[kind] : "?",
-                   (long long)v[2].via.i64, (long long)v[3].via.i64, v[4].via.f64, v[5].via.f64);
-        }
-        if (r == MSGPACK_UNPACK_PARSE_ERROR) {
-            rc = die("events file: corrupt msgpack");
-            goto done;
-        }
-        msgpack_unpacker_reserve_buffer(&up, 1 << 16);
-        size_t got = fread(msgpack_unpacker_buffer(&up), 1, 1 << 16, f);
-        if (!got) break;
-        msgpack_unpacker_buffer_consumed(&up, got);
-    }
-done:
-    msgpack_unpacked_destroy(&u);
-    msgpack_unpacker_destroy(&up);
+    sim_err err = {0};
+    int rc = sim_events_list(f, path, stdout, &err);
     fclose(f);
-    return rc;
+    return rc ? print_err(&err) : 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE /* gethostname's HOST_NAME_MAX */
 #include "sim/mpi.h"
+#include "nn/pack.h"
 #include "sim/checkpoint.h"
 
 #include <cblas.h>
@@ -228,7 +229,7 @@ static int take_hello(sim_mpi *m, int r, const void *body, size_t len, uint64_t 
     size_t off = 0;
     const msgpack_object *a = NULL;
     int rc = SIM_OK;
-    if (msgpack_unpack_next(&u, body, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
+    if (nn_msgpack_next(&u, body, len, &off, NULL, NULL) || off != len ||
         u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 7 ||
         (a = u.data.via.array.ptr)[1].type != MSGPACK_OBJECT_STR ||
         a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
