@@ -71,9 +71,32 @@ static int col_index(char **f, int n, const char *name)
 static double field(char **f, int n, int i)
 {
     if (i < 0 || i >= n) return NAN;
-    char *end;
-    double v = strtod(f[i], &end);
-    return end == f[i] ? NAN : v;
+    return strtod(f[i], NULL); /* check_row has seen that it is a number */
+}
+
+/* Every field of a metrics.tsv row is a number (nan where the engine had none: no global model,
+ * no personalized evaluation, a diverged loss); the axes are finite and accuracies nan or in
+ * [0, 1]. Anything else is named by line, column (1-based characters) and header name. */
+static int check_row(char **f, int k, char **head, const char *line, const char *path, int ln,
+                     sim_err *err)
+{
+    for (int i = 0; i < k; i++) {
+        char *end;
+        double v = strtod(f[i], &end);
+        int col = (int)(f[i] - line) + 1;
+        if (end == f[i] || *end)
+            return sim_fail(err, SIM_EFORMAT, path, ln, col, "%s: '%s' is not a number", head[i],
+                            f[i]);
+        int axis = !strcmp(head[i], "round") || !strcmp(head[i], "sim_time_s") ||
+                   !strcmp(head[i], "bytes_up") || !strcmp(head[i], "bytes_down");
+        if (axis && !isfinite(v))
+            return sim_fail(err, SIM_EFORMAT, path, ln, col, "%s: '%s' is not a finite number",
+                            head[i], f[i]);
+        if (!strncmp(head[i], "acc_", 4) && !isnan(v) && !(v >= 0 && v <= 1))
+            return sim_fail(err, SIM_EFORMAT, path, ln, col,
+                            "%s: '%s' is not an accuracy (nan, or 0 to 1)", head[i], f[i]);
+    }
+    return SIM_OK;
 }
 
 /* The folder's own name: the legend of a run whose metrics.tsv names none. */
@@ -106,12 +129,18 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     FILE *fp = fopen(path, "r");
     if (!fp) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open (is it a fedsim run folder?)");
     base_name(m->name, sizeof m->name, run_dir);
-    char line[4096], *f[32];
-    int cap = 0, header = 0, nf = 0, ln = 0;
+    char line[4096], head[4096], *f[32], *h[32];
+    int cap = 0, header = 0, nf = 0, ln = 0, rc = SIM_OK;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
         c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1, c_val = -1;
-    while (fgets(line, sizeof line, fp)) {
+    while (!rc && fgets(line, sizeof line, fp)) {
         ln++;
+        if (!strchr(line, '\n')) {
+            if (feof(fp)) break; /* the last row, still being written */
+            rc = sim_fail(err, SIM_EFORMAT, path, ln, 0, "line longer than %d bytes",
+                          (int)sizeof line - 1);
+            break;
+        }
         if (line[0] == '#') {
             static const char tag[] = "# fedsim run ";
             if (!strncmp(line, tag, sizeof tag - 1)) {
@@ -126,7 +155,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             continue;
         }
         if (!header) {
-            nf = split_tabs(line, f, 32);
+            memcpy(head, line, sizeof head);
+            nf = split_tabs(head, h, 32);
+            memcpy(f, h, sizeof f);
             c_t = col_index(f, nf, "sim_time_s");
             c_up = col_index(f, nf, "bytes_up");
             c_down = col_index(f, nf, "bytes_down");
@@ -148,7 +179,11 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             continue;
         }
         int k = split_tabs(line, f, 32);
-        if (k < nf) continue; /* a row still being written */
+        if (k != nf) {
+            rc = sim_fail(err, SIM_EFORMAT, path, ln, 0, "%d fields; the header row has %d", k, nf);
+            break;
+        }
+        if ((rc = check_row(f, k, h, line, path, ln, err))) break;
         if (m->n == cap) {
             cap = cap ? 2 * cap : 64;
             double **cols[N_COLUMNS];
@@ -174,8 +209,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         m->has_p10 |= !isnan(m->acc_p10[i]);
     }
     fclose(fp);
-    if (!header) return sim_fail(err, SIM_EFORMAT, path, ln, 0, "no header row");
-    return SIM_OK;
+    if (!rc && !header) rc = sim_fail(err, SIM_EFORMAT, path, ln, 0, "no header row");
+    if (rc) plot_metrics_destroy(m);
+    return rc;
 }
 
 void plot_metrics_destroy(plot_metrics *m)
@@ -393,12 +429,39 @@ plot_proc *plot_open(void)
 int plot_close(plot_proc *p)
 {
     if (!p) return 0;
-    fclose(p->in);
+    /* a script gnuplot did not get whole (it died: EPIPE) drew nothing it says it did */
+    int lost = ferror(p->in) | (fclose(p->in) != 0);
     int st = 0;
     while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
     }
     free(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) ? WEXITSTATUS(st) : WIFEXITED(st) && !lost ? 0 : -1;
+}
+
+static const char *const fig_names[] = {"acc_time", "acc_bytes", "timeline", "to_target"};
+
+void plot_remove(const plot_opts *o, const char *out_dir)
+{
+    char path[1200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s.%s", out_dir, fig_names[i], plot_format_ext(o->format));
+        unlink(path);
+    }
+}
+
+int plot_check(const plot_opts *o, const char *out_dir, unsigned figs, sim_err *err)
+{
+    char path[1200];
+    for (int i = 0; i < 4; i++) {
+        if (!(figs & (1u << i))) continue;
+        snprintf(path, sizeof path, "%s/%s.%s", out_dir, fig_names[i], plot_format_ext(o->format));
+        struct stat st;
+        if (stat(path, &st))
+            return sim_fail(err, SIM_EIO, path, 0, 0, "gnuplot did not write it: %s",
+                            strerror(errno));
+        if (st.st_size == 0) return sim_fail(err, SIM_EIO, path, 0, 0, "gnuplot left it empty");
+    }
+    return SIM_OK;
 }
 
 void plot_put_str(FILE *f, const char *s)
@@ -617,7 +680,9 @@ int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *
     if (rc) return rc;
     if (!out_dir) out_dir = run_dir;
     FILE *f = p->in;
+    unsigned figs = 0;
     if (m.n && (m.has_global || m.has_pers)) {
+        figs |= PLOT_FIG_ACC_TIME | PLOT_FIG_ACC_BYTES;
         const char *names[2] = {m.name, run_dir};
         char title[512];
         snprintf(title, sizeof title, "%s: accuracy vs simulated time", m.name);
@@ -626,11 +691,13 @@ int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *
         acc_figure(f, o, out_dir, 1, &m, 1, names, title);
     }
     timeline_scan s;
-    if (!scan_timeline(run_dir, o->window > 0 ? o->window : 5, &s) && s.rows)
+    if (!scan_timeline(run_dir, o->window > 0 ? o->window : 5, &s) && s.rows) {
         timeline_figure(f, o, run_dir, out_dir, m.name, &s);
+        figs |= PLOT_FIG_TIMELINE;
+    }
     fflush(f);
     plot_metrics_destroy(&m);
-    return SIM_OK;
+    return (int)figs;
 }
 
 /* A name for a bar's label in to_target.tsv: a TSV field (no tabs or newlines). */
@@ -673,23 +740,22 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
             nv[2 * i] = fallback[i];
         }
     }
-    char path[1200];
+    char path[1200], *text = NULL; /* to_target.tsv, made in memory and written whole */
+    size_t len = 0;
     FILE *t = NULL;
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/to_target.tsv", out_dir);
-        if (!(t = fopen(path, "w"))) rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot create");
-    }
+    snprintf(path, sizeof path, "%s/to_target.tsv", out_dir);
+    if (!rc && !(t = open_memstream(&text, &len)))
+        rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    unsigned figs = 0;
+    double tmax = 0, bmax = 0;
+    int reached_any = 0;
+    FILE *f = p->in;
     if (!rc && any) {
-        FILE *f = p->in;
-        acc_figure(f, o, out_dir, 0, m, n, nv, "accuracy vs simulated time");
-        acc_figure(f, o, out_dir, 1, m, n, nv, "accuracy vs bytes communicated");
         /* time and bytes to the target accuracy: bars, and "not reached" where a run never did */
         fprintf(t,
                 "# fedsim: simulated time and bytes (up + down) each run took to reach accuracy "
                 "%g\nrun\tname\treached\ttime_s\tbytes\tfinal_acc\n",
                 o->target);
-        double tmax = 0, bmax = 0;
-        int reached_any = 0;
         for (int r = 0; r < n; r++) {
             double ts, bs;
             int ok = plot_metrics_to_target(&m[r], o->target, NULL, &ts, &bs);
@@ -701,7 +767,14 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
             fprintf(t, "\t%d\t%.9f\t%.0f\t%.6f\n", ok, ok ? ts : 0.0, ok ? bs : 0.0,
                     m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN);
         }
-        fflush(t);
+        if (fclose(t)) rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+        t = NULL;
+        if (!rc) rc = sim_write_file(path, text, len, err);
+    }
+    if (!rc && any) {
+        figs = PLOT_FIG_ACC_TIME | PLOT_FIG_ACC_BYTES | PLOT_FIG_TO_TARGET;
+        acc_figure(f, o, out_dir, 0, m, n, nv, "accuracy vs simulated time");
+        acc_figure(f, o, out_dir, 1, m, n, nv, "accuracy vs bytes communicated");
         double td, bd;
         const char *tu, *bu;
         time_unit(tmax, &td, &tu);
@@ -739,13 +812,14 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
         fflush(f);
     }
     if (t) fclose(t);
+    free(text);
     for (int r = 0; r < n; r++)
         plot_metrics_destroy(&m[r]);
     free(m);
     free(nv);
     free(fallback);
     free(run);
-    return rc;
+    return rc ? rc : (int)figs;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -775,7 +849,7 @@ void plot_live_tick(void *arg, int round, int final)
     if (!final && w - l->last_wall < l->every_s) return;
     l->last_wall = w;
     sim_err err = {0};
-    if (plot_run(l->proc, &l->opts, l->dir, NULL, &err) && final) {
+    if (plot_run(l->proc, &l->opts, l->dir, NULL, &err) < 0 && final) {
         char msg[1200];
         sim_err_format(&err, msg, sizeof msg);
         fprintf(stderr, "fedsim: plots: %s\n", msg);

@@ -49,7 +49,8 @@ typedef struct plot_metrics {
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
 
-/* Read RUN_DIR/metrics.tsv. */
+/* Read RUN_DIR/metrics.tsv: SIM_EFORMAT at file:line:column for a row that is not numbers (as
+ * plot_run says); a last row without its newline is one still being written, and left out. */
 int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err);
 void plot_metrics_destroy(plot_metrics *m);
 /* Read the runs dirs[0..n) into m (room for 2n), each judged as use_pers says and followed, when
@@ -90,18 +91,35 @@ int plot_gnuplot_found(void);
  * gnuplot that dies can never kill the run that feeds it. */
 plot_proc *plot_open(void);
 /* Close the pipe and wait until gnuplot has written every plot. Returns its exit status (0 when
- * every command succeeded). Accepts NULL. */
+ * every command succeeded), or -1 when it died or did not get all it was sent. Accepts NULL. */
 int plot_close(plot_proc *p);
 
+/* The figures a plot_run or plot_overlay asks gnuplot for (its return value, or'ed). */
+enum {
+    PLOT_FIG_ACC_TIME = 1,
+    PLOT_FIG_ACC_BYTES = 2,
+    PLOT_FIG_TIMELINE = 4,
+    PLOT_FIG_TO_TARGET = 8,
+};
+
 /* Draw one run's plots into out_dir (NULL: the run folder): acc_time, acc_bytes (once
- * metrics.tsv has an accuracy) and timeline (the last o->window rounds of timeline.tsv). */
+ * metrics.tsv has an accuracy) and timeline (the last o->window rounds of timeline.tsv).
+ * Returns the PLOT_FIG_* asked for (0: nothing to draw), or a negative error: a metrics.tsv
+ * that is not one (a field that is not a number, an axis that is not finite, an accuracy out of
+ * [0, 1]) is named by file, line and column. */
 int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *out_dir,
              sim_err *err);
 /* Overlay n runs in out_dir: acc_time, acc_bytes and to_target (plus to_target.tsv, the bars'
- * data). names[i] is the legend of run i (NULL, or names NULL: from its metrics.tsv, or its
- * folder when two runs share a name). */
+ * data, written whole). names[i] is the legend of run i (NULL, or names NULL: from its
+ * metrics.tsv, or its folder when two runs share a name). Returns as plot_run. */
 int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,
                  const char *const *dirs, const char *const *names, sim_err *err);
+/* Remove out_dir's figures of format o->format, before drawing them anew: then plot_check can
+ * tell a plot gnuplot wrote from one left from before. */
+void plot_remove(const plot_opts *o, const char *out_dir);
+/* After plot_close: each figure in figs (PLOT_FIG_*) is a non-empty file in out_dir; else
+ * SIM_EIO naming the first that is not. */
+int plot_check(const plot_opts *o, const char *out_dir, unsigned figs, sim_err *err);
 
 /* Live plots of a running engine: hand plot_live_tick and a plot_live to the engine's on_tick. */
 typedef struct plot_live {

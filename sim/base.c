@@ -1,10 +1,14 @@
-/* sim/base.c -- error filling and the allocators that abort on out-of-memory (see base.h). */
+/* sim/base.c -- error filling, checked file writing and the allocators that abort on
+ * out-of-memory (see base.h). */
 #include "sim/base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int sim_fail(sim_err *err, int code, const char *file, int line, int col, const char *fmt, ...)
 {
@@ -29,6 +33,96 @@ void sim_err_format(const sim_err *err, char *buf, size_t size)
         snprintf(buf, size, "%s:%d: %s", err->file, err->line, err->msg);
     else
         snprintf(buf, size, "%s:%d:%d: %s", err->file, err->line, err->col, err->msg);
+}
+
+int sim_out_open(sim_out *o, const char *path, const char *mode, sim_err *err)
+{
+    snprintf(o->path, sizeof o->path, "%s", path);
+    o->errnum = 0;
+    o->f = fopen(path, mode);
+    if (!o->f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot create: %s", strerror(errno));
+    return SIM_OK;
+}
+
+void sim_out_fail(sim_out *o, int errnum)
+{
+    if (!o->errnum) o->errnum = errnum ? errnum : EIO; /* EIO: a short write that set no errno */
+}
+
+void sim_out_printf(sim_out *o, const char *fmt, ...)
+{
+    if (o->errnum) return;
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    if (vfprintf(o->f, fmt, ap) < 0) sim_out_fail(o, errno);
+    va_end(ap);
+}
+
+void sim_out_write(sim_out *o, const void *p, size_t n)
+{
+    if (o->errnum) return;
+    errno = 0;
+    if (fwrite(p, 1, n, o->f) != n) sim_out_fail(o, errno);
+}
+
+int sim_out_flush(sim_out *o, int sync, sim_err *err)
+{
+    errno = 0;
+    if (!o->errnum && (fflush(o->f) || ferror(o->f))) sim_out_fail(o, errno);
+    /* EINVAL: a pipe or terminal, which has nothing to sync */
+    if (!o->errnum && sync && fsync(fileno(o->f)) && errno != EINVAL) sim_out_fail(o, errno);
+    if (o->errnum)
+        return sim_fail(err, SIM_EIO, o->path, 0, 0, "cannot write: %s", strerror(o->errnum));
+    return SIM_OK;
+}
+
+int sim_out_close(sim_out *o, int sync, sim_err *err)
+{
+    if (!o->f) return SIM_OK;
+    int rc = sim_out_flush(o, sync, err);
+    errno = 0;
+    if (fclose(o->f) && !rc) {
+        sim_out_fail(o, errno);
+        rc = sim_fail(err, SIM_EIO, o->path, 0, 0, "cannot write: %s", strerror(o->errnum));
+    }
+    o->f = NULL;
+    return rc;
+}
+
+void sim_out_discard(sim_out *o)
+{
+    if (o->f) fclose(o->f);
+    o->f = NULL;
+}
+
+int sim_write_file(const char *path, const void *data, size_t len, sim_err *err)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return sim_fail(err, SIM_EIO, tmp, 0, 0, "cannot create: %s", strerror(errno));
+    const char *c = data;
+    int e = 0;
+    while (len && !e) {
+        ssize_t w = write(fd, c, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) e = w < 0 ? errno : EIO;
+        c += w > 0 ? w : 0;
+        len -= w > 0 ? (size_t)w : 0;
+    }
+    if (!e && fsync(fd)) e = errno;
+    if (close(fd) && !e) e = errno;
+    if (e) {
+        unlink(tmp);
+        return sim_fail(err, SIM_EIO, tmp, 0, 0, "cannot write: %s", strerror(e));
+    }
+    if (rename(tmp, path)) {
+        e = errno;
+        unlink(tmp);
+        return sim_fail(err, SIM_EIO, path, 0, 0, "cannot replace: %s", strerror(e));
+    }
+    return SIM_OK;
 }
 
 static void oom(size_t size)

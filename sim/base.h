@@ -9,6 +9,7 @@
 #define SIM_BASE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 enum {
     SIM_OK = 0,
@@ -29,6 +30,34 @@ int sim_fail(sim_err *err, int code, const char *file, int line, int col, const 
 
 /* Format err as "file:line:col: msg" (parts that are unknown are left out) into buf. */
 void sim_err_format(const sim_err *err, char *buf, size_t size);
+
+/* An output file written bit by bit, whose first failed write is kept with its OS reason. stdio
+ * drops a buffer it failed to write, and a later fflush or fclose of the emptied buffer succeeds,
+ * so a failure is only seen, and its errno only known, at the write that met it: every write
+ * through these functions is checked there. Writes after a failure are skipped. */
+typedef struct sim_out {
+    FILE *f;
+    char path[1024];
+    int errnum; /* errno of the first failure, 0 while every write went through */
+} sim_out;
+
+/* Open path with fopen's mode ("wb", "r+b", ...); SIM_EIO naming path and the OS reason. */
+int sim_out_open(sim_out *o, const char *path, const char *mode, sim_err *err);
+void sim_out_printf(sim_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sim_out_write(sim_out *o, const void *p, size_t n);
+/* Keep a failure met outside these functions (a write to o->f, a truncate): errnum, or errno. */
+void sim_out_fail(sim_out *o, int errnum);
+/* Flush o, and with sync also fsync it: SIM_EIO "PATH: cannot write: REASON" when this or any
+ * write before it failed. */
+int sim_out_flush(sim_out *o, int sync, sim_err *err);
+/* sim_out_flush, then close; o is closed either way (a NULL o->f is a no-op). */
+int sim_out_close(sim_out *o, int sync, sim_err *err);
+/* Close without a word: the error path, where a failure is already being reported. */
+void sim_out_discard(sim_out *o);
+
+/* Replace path by len bytes of data: written to PATH.tmp, fsync'ed, renamed over path, so path
+ * is the old file or the new one, never part of one. SIM_EIO naming the file and the reason. */
+int sim_write_file(const char *path, const void *data, size_t len, sim_err *err);
 
 void *sim_xmalloc(size_t size);
 void *sim_xcalloc(size_t n, size_t size);

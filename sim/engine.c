@@ -86,8 +86,9 @@ struct sim_engine {
     sim_time retry_at; /* async: when a pending wake-up refills idle slots (-1: none pending) */
     int eval_round;    /* round of the last evaluation (-1: none yet) */
     sim_totals tot;    /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
-    /* outputs */
-    FILE *metrics, *clients_f, *events_f, *timeline_f;
+    /* outputs (OUT_*; f NULL without a run folder), each write checked (sim_out) */
+    sim_out out[4];
+    int trace_errnum; /* errno of the first failed write to spec.trace */
     msgpack_packer events_pk;
     double wall_start, wall_last;
     int rounds_at_start; /* rounds done when this process started (a resumed run's ETA) */
@@ -108,9 +109,27 @@ static double wall_s(void)
 /* ---------------------------------------------------------------------------------------- */
 /* event log */
 
+enum { OUT_METRICS, OUT_CLIENTS, OUT_EVENTS, OUT_TIMELINE };
+static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
+                                         "timeline.tsv"};
+
 static int write_events_cb(void *data, const char *buf, size_t len)
 {
-    return fwrite(buf, 1, len, (FILE *)data) == len ? 0 : -1;
+    sim_out *o = data;
+    sim_out_write(o, buf, len);
+    return o->errnum ? -1 : 0;
+}
+
+/* The first write that failed, to an output or the trace, as the run's error (a run must not go
+ * on, and above all not checkpoint or finish, past output it lost). */
+static int outputs_failed(sim_engine *e, sim_err *err)
+{
+    for (int i = 0; i < 4; i++)
+        if (e->out[i].errnum) return sim_out_flush(&e->out[i], 0, err);
+    if (e->trace_errnum)
+        return sim_fail(err, SIM_EIO, e->spec.trace_path ? e->spec.trace_path : "trace", 0, 0,
+                        "cannot write: %s", strerror(e->trace_errnum));
+    return SIM_OK;
 }
 
 /* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack, and as one text
@@ -118,7 +137,7 @@ static int write_events_cb(void *data, const char *buf, size_t len)
 static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops)
 {
     e->tot.events++;
-    if (e->events_f) {
+    if (e->out[OUT_EVENTS].f) {
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_array(pk, 6);
         msgpack_pack_int64(pk, e->now);
@@ -128,29 +147,35 @@ static void log_event(sim_engine *e, int kind, int32_t who, double bytes, double
         msgpack_pack_double(pk, bytes);
         msgpack_pack_double(pk, flops);
     }
-    if (e->spec.trace)
-        fprintf(e->spec.trace, "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
-                sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
-                who >= 0 ? e->c[who].job_round : -1, bytes, flops);
+    if (e->spec.trace && !e->trace_errnum) {
+        errno = 0;
+        if (fprintf(e->spec.trace,
+                    "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
+                    sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
+                    who >= 0 ? e->c[who].job_round : -1, bytes, flops) < 0)
+            e->trace_errnum = errno ? errno : EIO;
+    }
 }
 
 /* One job phase of client c in timeline.tsv, written when it ends (finished, lost or late). */
 static void timeline_row(sim_engine *e, int32_t c, const char *phase, sim_time start,
                          const char *outcome)
 {
-    if (!e->timeline_f) return;
+    if (!e->out[OUT_TIMELINE].f) return;
     /* seconds printed exactly from integer ns: a million-job run writes millions of these rows,
      * and integer formatting is several times cheaper than %.9f of a double */
-    fprintf(e->timeline_f, "%d\t%d\t%s\t%lld.%09lld\t%lld.%09lld\t%s\n", c, e->c[c].job_round,
-            phase, (long long)(start / SIM_SEC), (long long)(start % SIM_SEC),
-            (long long)(e->now / SIM_SEC), (long long)(e->now % SIM_SEC), outcome);
+    sim_out_printf(&e->out[OUT_TIMELINE], "%d\t%d\t%s\t%lld.%09lld\t%lld.%09lld\t%s\n", c,
+                   e->c[c].job_round, phase, (long long)(start / SIM_SEC),
+                   (long long)(start % SIM_SEC), (long long)(e->now / SIM_SEC),
+                   (long long)(e->now % SIM_SEC), outcome);
 }
 
-/* Flush what observers read, then let them look (engine.h: on_tick). */
+/* Flush what observers read, then let them look (engine.h: on_tick). A failed flush is kept in
+ * the output's errnum, which stops the run (outputs_failed). */
 static void tick(sim_engine *e, int final)
 {
     if (!e->spec.on_tick) return;
-    if (e->timeline_f) fflush(e->timeline_f);
+    if (e->out[OUT_TIMELINE].f) sim_out_flush(&e->out[OUT_TIMELINE], 0, NULL);
     e->spec.on_tick(e->spec.tick_arg, e->round, final);
 }
 
@@ -363,22 +388,23 @@ static int has_val(const sim_engine *e)
 
 static void write_metrics_row(sim_engine *e, const pers_acc *pa, double density)
 {
-    if (!e->metrics) return;
-    fprintf(e->metrics, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
-            e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down, e->tot.flops,
-            e->tot.acc_global, e->tot.loss_global, pa->mean, pa->p10, pa->pooled, e->participants,
-            e->tot.dropped + e->tot.late, density);
+    sim_out *m = &e->out[OUT_METRICS];
+    if (!m->f) return;
+    sim_out_printf(m, "%d\t%.9f\t%.0f\t%.0f\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t%ld\t%.6f",
+                   e->round, sim_time_to_s(e->now), e->tot.bytes_up, e->tot.bytes_down,
+                   e->tot.flops, e->tot.acc_global, e->tot.loss_global, pa->mean, pa->p10,
+                   pa->pooled, e->participants, e->tot.dropped + e->tot.late, density);
     int ns = e->spec.eval.n_shift;
     for (int i = 0; i < ns; i++)
-        fprintf(e->metrics, "\t%.6f", pa->shift[i]);
+        sim_out_printf(m, "\t%.6f", pa->shift[i]);
     if (has_base(e)) {
-        fprintf(e->metrics, "\t%.6f\t%.6f", pa->base_mean, pa->base_p10);
+        sim_out_printf(m, "\t%.6f\t%.6f", pa->base_mean, pa->base_p10);
         for (int i = 0; i < ns; i++)
-            fprintf(e->metrics, "\t%.6f", pa->base_shift[i]);
+            sim_out_printf(m, "\t%.6f", pa->base_shift[i]);
     }
-    if (has_val(e)) fprintf(e->metrics, "\t%.6f", pa->val);
-    fprintf(e->metrics, "\n");
-    fflush(e->metrics);
+    if (has_val(e)) sim_out_printf(m, "\t%.6f", pa->val);
+    sim_out_printf(m, "\n");
+    sim_out_flush(m, 0, NULL); /* a failure is kept in m->errnum */
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -872,18 +898,9 @@ static int async_arrival(sim_engine *e, int32_t c, sim_err *err)
 
 enum { CKPT_VERSION = 5, CKPT_FIELDS = 16, CKPT_CLIENT_FIELDS = 26 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
-static const char *const out_names[4] = {"metrics.tsv", "clients.tsv", "events.msgpack",
-                                         "timeline.tsv"};
-
 static void ckpt_path(const sim_engine *e, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/checkpoint.msgpack", e->spec.out_dir);
-}
-
-static FILE **out_file(sim_engine *e, int i)
-{
-    FILE **f[4] = {&e->metrics, &e->clients_f, &e->events_f, &e->timeline_f};
-    return f[i];
 }
 
 static void pack_blob(msgpack_packer *pk, const void *p, size_t n)
@@ -902,17 +919,19 @@ static void pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, strlen(s));
 }
 
-/* Flush the outputs and write the checkpoint; the lengths saved are what resume keeps. */
+/* Flush the outputs to disk and write the checkpoint; the lengths saved are what resume keeps,
+ * so they must be on disk before a checkpoint counts them, and no checkpoint may follow a lost
+ * write (the one before it stays, and resumes the run). */
 static int write_checkpoint(sim_engine *e, sim_err *err)
 {
     if (!e->spec.out_dir) return SIM_OK;
     uint64_t len[4];
-    for (int i = 0; i < 4; i++) {
-        FILE *f = *out_file(e, i);
-        if (fflush(f))
-            return sim_fail(err, SIM_EIO, out_names[i], 0, 0, "cannot write: %s", strerror(errno));
-        len[i] = (uint64_t)ftello(f);
+    int rc = outputs_failed(e, err);
+    for (int i = 0; i < 4 && !rc; i++) {
+        rc = sim_out_flush(&e->out[i], 1, err);
+        len[i] = (uint64_t)ftello(e->out[i].f);
     }
+    if (rc) return rc;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pkr, *pk = &pkr;
@@ -1019,7 +1038,7 @@ static int write_checkpoint(sim_engine *e, sim_err *err)
     pack_str(pk, sim_checkpoint_build());
     char path[1100];
     ckpt_path(e, path, sizeof path);
-    int rc = sim_checkpoint_write(path, sb.data, sb.size, err);
+    rc = sim_checkpoint_write(path, sb.data, sb.size, err);
     msgpack_sbuffer_destroy(&sb);
     e->ckpt_wall = wall_s();
     if (!rc) e->ckpt_round = e->round;
@@ -1431,7 +1450,21 @@ arrived:
     return SIM_OK;
 }
 
-static FILE *open_out(const char *dir, const char *name, sim_err *err);
+/* The algorithm's report file (fl_algo.report), written whole: made in memory, then replacing
+ * the file at once (sim_write_file). */
+static int write_report(sim_engine *e, sim_err *err)
+{
+    char path[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/%s", e->spec.out_dir, e->spec.algo->report_file);
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    e->spec.algo->report(e->server, f);
+    int rc = fclose(f) ? sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno))
+                       : sim_write_file(path, text, len, err);
+    free(text);
+    return rc;
+}
 
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
@@ -1453,6 +1486,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         e->now = ev.at;
         int round = e->round;
         rc = handle(e, &ev, err);
+        if (!rc) rc = outputs_failed(e, err);
         if (!rc && !e->done) rc = boundary(e, e->round != round, &e->stopped, err);
         if (e->stopped) break;
     }
@@ -1467,43 +1501,36 @@ int sim_engine_run(sim_engine *e, sim_err *err)
                       "async run stopped at aggregation %d: no client can take part any more",
                       e->round);
     progress(e, 1);
-    if (!rc && e->clients_f) { /* its rows mark a finished run (engine.h) */
+    if (!rc && e->out[OUT_CLIENTS].f) { /* its rows mark a finished run (engine.h) */
         for (int32_t c = 0; c < e->n; c++) {
             const sim_client *cl = &e->c[c];
-            fprintf(e->clients_f, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
-                    e->spec.devices[c].name, cl->excluded, cl->jobs, cl->completed, cl->lost,
-                    cl->late, cl->bytes_up, cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns),
-                    cl->acc);
+            sim_out_printf(&e->out[OUT_CLIENTS],
+                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
+                           e->spec.devices[c].name, cl->excluded, cl->jobs, cl->completed, cl->lost,
+                           cl->late, cl->bytes_up, cl->bytes_down, cl->flops,
+                           sim_time_to_s(cl->busy_ns), cl->acc);
         }
-        fflush(e->clients_f);
     }
+    /* everything on disk before the checkpoint goes: until then it resumes a failed finish */
+    if (!rc && e->spec.trace && fflush(e->spec.trace) && !e->trace_errnum) e->trace_errnum = errno;
+    if (!rc) rc = outputs_failed(e, err);
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = sim_out_close(&e->out[i], 1, err);
     tick(e, 1);
-    if (!rc && e->spec.out_dir && e->spec.algo->report && !e->spec.env.cost_only) {
-        FILE *f = open_out(e->spec.out_dir, e->spec.algo->report_file, err);
-        if (!f) return SIM_EIO;
-        e->spec.algo->report(e->server, f);
-        if (fclose(f))
-            return sim_fail(err, SIM_EIO, e->spec.algo->report_file, 0, 0, "write failed");
-    }
+    if (!rc && e->spec.out_dir && e->spec.algo->report && !e->spec.env.cost_only)
+        rc = write_report(e, err);
     if (!rc && e->spec.out_dir) { /* finished: the folder holds results only (engine.h) */
         char path[1100];
         ckpt_path(e, path, sizeof path);
-        unlink(path);
+        if (unlink(path) && errno != ENOENT)
+            rc = sim_fail(err, SIM_EIO, path, 0, 0, "finished, but cannot remove: %s",
+                          strerror(errno));
     }
     return rc;
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* construction */
-
-static FILE *open_out(const char *dir, const char *name, sim_err *err)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) sim_fail(err, SIM_EIO, path, 0, 0, "cannot create");
-    return f;
-}
 
 /* Resume: every output must still hold at least what the checkpoint counted (all are checked
  * before any is cut), then each is cut back to that length and written on from there. */
@@ -1522,9 +1549,9 @@ static int reopen_outputs(sim_engine *e, const uint64_t out_len[4], sim_err *err
                             (long long)st.st_size, (unsigned long long)out_len[i]);
     }
     for (int i = 0; i < 4; i++) {
-        FILE *f = fopen(path[i], "r+b");
-        if (f) *out_file(e, i) = f;
-        if (!f || ftruncate(fileno(f), (off_t)out_len[i]) || fseeko(f, 0, SEEK_END))
+        int rc = sim_out_open(&e->out[i], path[i], "r+b", err);
+        if (rc) return rc;
+        if (ftruncate(fileno(e->out[i].f), (off_t)out_len[i]) || fseeko(e->out[i].f, 0, SEEK_END))
             return sim_fail(err, SIM_EIO, path[i], 0, 0, "cannot resume: %s", strerror(errno));
     }
     return SIM_OK;
@@ -1594,8 +1621,10 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         char path[1100];
         ckpt_path(e, path, sizeof path);
         unlink(path); /* a stale checkpoint of an earlier run here would resume the wrong run */
-        for (int i = 0; i < 4 && !rc; i++)
-            if (!(*out_file(e, i) = open_out(spec->out_dir, out_names[i], err))) rc = SIM_EIO;
+        for (int i = 0; i < 4 && !rc; i++) {
+            snprintf(path, sizeof path, "%s/%s", spec->out_dir, out_names[i]);
+            rc = sim_out_open(&e->out[i], path, "wb", err);
+        }
     }
     /* Fork now: the workers inherit the datasets, partition and environment loaded so far, and
      * nothing the engine writes later. Cost-only jobs are too cheap to be worth a frame. MPI
@@ -1613,43 +1642,47 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         return rc;
     }
     if (e->resumed) { /* the files already hold their headers */
-        if (e->events_f) msgpack_packer_init(&e->events_pk, e->events_f, write_events_cb);
+        if (e->out[OUT_EVENTS].f)
+            msgpack_packer_init(&e->events_pk, &e->out[OUT_EVENTS], write_events_cb);
         *out = e;
         return SIM_OK;
     }
-    if (e->metrics) {
-        fprintf(e->metrics, "# fedsim run %s seed=%llu algorithm=%s clients=%d", spec->name,
-                (unsigned long long)spec->seed, spec->algo->name, e->n);
-        if (has_base(e)) fprintf(e->metrics, " base=%s", spec->algo->base);
-        fprintf(e->metrics, "\n");
-        fprintf(e->metrics,
-                "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
-                "loss_global\tacc_pers_mean\tacc_pers_p10\tacc_pers_pooled\tparticipants\t"
-                "dropped\t"
-                "density");
+    if (e->out[OUT_METRICS].f) {
+        sim_out *m = &e->out[OUT_METRICS];
+        sim_out_printf(m, "# fedsim run %s seed=%llu algorithm=%s clients=%d", spec->name,
+                       (unsigned long long)spec->seed, spec->algo->name, e->n);
+        if (has_base(e)) sim_out_printf(m, " base=%s", spec->algo->base);
+        sim_out_printf(m, "\n");
+        sim_out_printf(m,
+                       "round\tsim_time_s\tbytes_up\tbytes_down\tclient_flops\tacc_global\t"
+                       "loss_global\tacc_pers_mean\tacc_pers_p10\tacc_pers_pooled\tparticipants\t"
+                       "dropped\t"
+                       "density");
         for (int i = 0; i < spec->eval.n_shift; i++)
-            fprintf(e->metrics, "\tacc_shift_%g", spec->eval.shift[i]);
+            sim_out_printf(m, "\tacc_shift_%g", spec->eval.shift[i]);
         if (has_base(e)) { /* the base algorithm's evaluation, from this same training */
-            fprintf(e->metrics, "\tacc_base_mean\tacc_base_p10");
+            sim_out_printf(m, "\tacc_base_mean\tacc_base_p10");
             for (int i = 0; i < spec->eval.n_shift; i++)
-                fprintf(e->metrics, "\tacc_base_shift_%g", spec->eval.shift[i]);
+                sim_out_printf(m, "\tacc_base_shift_%g", spec->eval.shift[i]);
         }
-        if (has_val(e)) fprintf(e->metrics, "\tacc_val_mean");
-        fprintf(e->metrics, "\n");
-        fflush(e->metrics); /* the columns, for readers of a run going on (plots, summary) */
+        if (has_val(e)) sim_out_printf(m, "\tacc_val_mean");
+        sim_out_printf(m, "\n");
+        /* the columns, for readers of a run going on (plots, summary); a failure is in errnum */
+        sim_out_flush(m, 0, NULL);
     }
-    if (e->timeline_f) {
-        fprintf(e->timeline_f,
-                "# fedsim run %s: one row per job phase that ended (ok, lost, or "
-                "late: uploaded after its round closed)\n",
-                spec->name);
-        fprintf(e->timeline_f, "client\tround\tphase\tstart_s\tend_s\toutcome\n");
+    if (e->out[OUT_TIMELINE].f) {
+        sim_out_printf(&e->out[OUT_TIMELINE],
+                       "# fedsim run %s: one row per job phase that ended (ok, lost, or "
+                       "late: uploaded after its round closed)\n",
+                       spec->name);
+        sim_out_printf(&e->out[OUT_TIMELINE], "client\tround\tphase\tstart_s\tend_s\toutcome\n");
     }
-    if (e->clients_f)
-        fprintf(e->clients_f, "client\tdevice\texcluded\tjobs\tcompleted\tlost\tlate\tbytes_up\t"
-                              "bytes_down\tflops\tbusy_s\tacc_final\n");
-    if (e->events_f) {
-        msgpack_packer_init(&e->events_pk, e->events_f, write_events_cb);
+    if (e->out[OUT_CLIENTS].f)
+        sim_out_printf(&e->out[OUT_CLIENTS],
+                       "client\tdevice\texcluded\tjobs\tcompleted\tlost\tlate\tbytes_up\t"
+                       "bytes_down\tflops\tbusy_s\tacc_final\n");
+    if (e->out[OUT_EVENTS].f) {
+        msgpack_packer_init(&e->events_pk, &e->out[OUT_EVENTS], write_events_cb);
         /* header: the field names and the kind names, so the file describes itself */
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_map(pk, 2);
@@ -1669,6 +1702,10 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
             msgpack_pack_str(pk, strlen(sim_event_names[i]));
             msgpack_pack_str_body(pk, sim_event_names[i], strlen(sim_event_names[i]));
         }
+    }
+    if ((rc = outputs_failed(e, err))) {
+        sim_engine_free(e);
+        return rc;
     }
     *out = e;
     return SIM_OK;
@@ -1696,10 +1733,8 @@ void sim_engine_free(sim_engine *e)
         free(e->shift_idx[i]);
     free(e->shift_idx);
     if (e->server) e->spec.algo->server_free(e->server);
-    if (e->metrics) fclose(e->metrics);
-    if (e->clients_f) fclose(e->clients_f);
-    if (e->events_f) fclose(e->events_f);
-    if (e->timeline_f) fclose(e->timeline_f);
+    for (int i = 0; i < 4; i++) /* closed unchecked only on error or stop paths */
+        sim_out_discard(&e->out[i]);
     free(e);
 }
 

@@ -28,6 +28,10 @@
  * handled; then the run stops. A run that finishes removes its checkpoint: a finished folder
  * holds results only, and clients.tsv gets its rows (one per client) only then, so a folder whose
  * clients.tsv has rows holds a run that ended without error (what `fedsim sweep` keeps).
+ * Every write to an output is checked as it is made: the first that fails stops the run with an
+ * error naming the file and the OS reason, no checkpoint is written after it, and the last one
+ * stays (outputs are fsync'ed before a checkpoint counts them, and before a finished run removes
+ * it), so `fedsim resume` finishes the run once there is room.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -86,6 +90,7 @@ typedef struct sim_run_spec {
                            */
     const sim_pool_link *link; /* MPI worker ranks (sim/mpi.h) instead of forked workers, or NULL */
     FILE *trace;               /* if non-NULL, every event as one text line (golden tests) */
+    const char *trace_path;    /* its name, for a failed write's message (NULL: "trace") */
     /* Called after every aggregation (final = 0) and once at the end (final = 1), after the
      * output files are flushed, so an observer (the live plots) may read them. It must not
      * change anything the run computes; it throttles itself. NULL = none. */

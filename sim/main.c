@@ -749,6 +749,21 @@ static void print_warnings(const sim_scenario *sc, FILE *f, const char *prefix)
     if (capacity_warning(sc, warning, sizeof warning)) fprintf(f, "%s%s\n", prefix, warning);
 }
 
+/* doc as YAML into path, whole or not at all (sim_write_file). */
+static int write_yaml_file(const sim_yaml *doc, const char *path, sim_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    int rc = sim_yaml_write(doc, f, err);
+    if (fclose(f) && !rc)
+        rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    if (!rc) rc = sim_write_file(path, text, len, err);
+    free(text);
+    return rc;
+}
+
 /* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
  * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
  * while the run goes on; they only read the files the run writes. loaded: the scenario already
@@ -778,14 +793,10 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
         return 2;
     }
     snprintf(path, sizeof path, "%s/scenario.yaml", out);
-    FILE *f = o->resume ? NULL : fopen(path, "w");
-    if (!o->resume && (!f || sim_yaml_write(sc->doc, f, &err))) {
-        if (f) fclose(f);
+    if (!o->resume && write_yaml_file(sc->doc, path, &err)) {
         sim_scenario_destroy(sc);
-        if (!f) sim_fail(&err, SIM_EIO, path, 0, 0, "cannot write");
         return print_err(&err);
     }
-    if (f) fclose(f);
     /* a checkpoint is tied to the exact resolved text, which is what resume reloads */
     if (sim_checkpoint_hash_file(path, &sc->spec.scenario_hash, &err)) {
         sim_scenario_destroy(sc);
@@ -814,6 +825,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
         return 2;
     }
     sc->spec.trace = trace;
+    sc->spec.trace_path = o->trace;
     openblas_set_num_threads(1);
     plot_proc *gp = NULL;
     plot_live live;
@@ -841,15 +853,21 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
-    if (trace) fclose(trace);
+    if (trace && fclose(trace) && !rc) /* the engine flushed it: only closing can fail here */
+        rc = sim_fail(&err, SIM_EIO, o->trace, 0, 0, "cannot write: %s", strerror(errno));
     sim_scenario_destroy(sc);
     /* the only wait on gnuplot: until it has written the final plots */
-    if (gp && plot_close(gp))
-        fprintf(stderr, "fedsim: gnuplot reported errors (above); the run's results are intact\n");
+    int plots_failed = gp && plot_close(gp);
+    if (plots_failed)
+        fprintf(stderr,
+                "fedsim: gnuplot reported errors (above); the run's results are intact "
+                "(redraw its plots with: fedsim plot %s)\n",
+                out);
     if (rc) {
         print_err(&err);
         fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
-        if (t.checkpoint_round >= 0)
+        snprintf(path, sizeof path, "%s/checkpoint.msgpack", out);
+        if (t.checkpoint_round >= 0 && access(path, F_OK) == 0)
             fprintf(stderr,
                     "fedsim: %s/checkpoint.msgpack holds the run after %s %d; continue with: "
                     "fedsim resume %s\n",
@@ -886,12 +904,12 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
            out, t.round, sc_mode_sync ? "rounds" : "aggregations", ts, up, down, t.jobs, t.dropped,
            t.late, t.excluded, isnan(t.acc_global) ? "personalized " : "",
            isnan(t.acc_global) ? t.acc_pers : t.acc_global, out);
-    if (gp) {
+    if (gp && !plots_failed) {
         const char *x = plot_format_ext(o->plots.format);
         printf("plots: %s/acc_time.%s, acc_bytes.%s, timeline.%s\n", out, x, x, x);
     }
     fflush(stdout);
-    return 0;
+    return plots_failed ? 2 : 0; /* a plot asked for and not drawn is not a success */
 }
 
 /* run_body, then the rank hooks' close with its status. */
@@ -1338,10 +1356,18 @@ static int cmd_plot(int argc, char **argv)
         rc = 2;
     }
     sim_err err = {0};
-    if (!rc && (n == 1 ? plot_run(gp, &po, dirs[0], out, &err)
-                       : plot_overlay(gp, &po, out, n, dirs, NULL, &err)))
-        rc = print_err(&err);
+    int figs = 0;
+    if (!rc) {
+        plot_remove(&po, out); /* what is there after gnuplot is what it drew */
+        figs = n == 1 ? plot_run(gp, &po, dirs[0], out, &err)
+                      : plot_overlay(gp, &po, out, n, dirs, NULL, &err);
+        if (figs < 0) rc = print_err(&err);
+    }
     if (plot_close(gp) && !rc) rc = die("gnuplot reported errors (above)");
+    if (!rc && !figs)
+        rc = die(n == 1 ? "nothing to plot: metrics.tsv has no accuracy and timeline.tsv no job"
+                        : "nothing to plot: no run has an accuracy in its metrics.tsv");
+    if (!rc && plot_check(&po, out, (unsigned)figs, &err)) rc = print_err(&err);
     if (!rc) printf("plots in %s/\n", out);
     free(dirs);
     return rc;
@@ -1517,9 +1543,11 @@ static int cmd_sweep(int argc, char **argv)
     /* summary.tsv: one row per point */
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.tsv", dir);
-    FILE *f = !rc ? fopen(path, "w") : NULL;
+    char *summary = NULL; /* made in memory, then written whole (sim_write_file) */
+    size_t summary_len = 0;
+    FILE *f = !rc ? open_memstream(&summary, &summary_len) : NULL;
     if (!rc && !f) {
-        fprintf(stderr, "fedsim: %s: cannot create: %s\n", path, strerror(errno));
+        fprintf(stderr, "fedsim: %s: cannot write: %s\n", path, strerror(errno));
         rc = 2;
     }
     if (f) {
@@ -1549,7 +1577,13 @@ static int cmd_sweep(int argc, char **argv)
         printf("%-40s %9.4f %14s %14s %8.0f\n", label[p], acc, tcell, bcell, dropped);
         plot_metrics_destroy(&m);
     }
-    if (f) fclose(f);
+    if (f && fclose(f) && !rc) {
+        fprintf(stderr, "fedsim: %s: cannot write: %s\n", path, strerror(errno));
+        rc = 2;
+    }
+    sim_err werr = {0};
+    if (f && !rc && sim_write_file(path, summary, summary_len, &werr)) rc = print_err(&werr);
+    free(summary);
     if (!rc) printf("summary: %s\n", path);
     /* overlay plots of every point */
     if (!rc && o.plots.format != PLOT_NONE) {
@@ -1561,10 +1595,10 @@ static int cmd_sweep(int argc, char **argv)
         sim_err err = {0};
         if (!gp)
             gnuplot_missing();
-        else if (plot_overlay(gp, &o.plots, dir, (int)points, dirs, names, &err))
+        else if (plot_overlay(gp, &o.plots, dir, (int)points, dirs, names, &err) < 0)
             rc = print_err(&err);
-        if (gp && plot_close(gp))
-            fprintf(stderr, "fedsim: gnuplot reported errors (above)\n");
+        if (gp && plot_close(gp) && !rc)
+            rc = die("gnuplot reported errors (above)");
         else if (gp && !rc) {
             const char *x = plot_format_ext(o.plots.format);
             printf("plots: %s/acc_time.%s, acc_bytes.%s, to_target.%s\n", dir, x, x, x);
@@ -1698,6 +1732,18 @@ static int mpi_main(int argc, char **argv)
 }
 #endif
 
+/* What a command printed (a listing redirected to a file) is output too: a failed write to it
+ * fails the command. stdio keeps only that one failed, so the reason is known only when the last
+ * flush is the one that fails. */
+static int stdout_checked(int rc)
+{
+    errno = 0;
+    if (!fflush(stdout) && !ferror(stdout)) return rc;
+    fprintf(stderr, "fedsim: standard output: cannot write: %s\n",
+            errno ? strerror(errno) : "an earlier write failed");
+    return rc ? rc : 2;
+}
+
 int main(int argc, char **argv)
 {
     sim_blas_kernels(argv); /* may start fedsim again, on faster kernels: before anything else */
@@ -1706,8 +1752,8 @@ int main(int argc, char **argv)
      * not survive fork). `fedsim train --threads` raises it for itself. */
     openblas_set_num_threads(1);
 #ifdef FEDSIM_MPI
-    return mpi_main(argc, argv);
+    return stdout_checked(mpi_main(argc, argv));
 #else
-    return cli(argc, argv, NULL);
+    return stdout_checked(cli(argc, argv, NULL));
 #endif
 }

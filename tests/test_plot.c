@@ -5,7 +5,8 @@
  * differ only in their seed (-SEED, or a sweep's seed=N); a DM-PFL+ run draws DM-PFL's curve
  * from its acc_base_* columns; a scenario name and a folder made
  * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
- * still succeeds and says how to get plots. */
+ * still succeeds and says how to get plots; a metrics.tsv of nan, inf, garbage or nothing to draw
+ * fails naming file:line:column and the column (issue 37). */
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -359,6 +360,72 @@ static void test_no_gnuplot(void)
     free(e);
 }
 
+/* DIR/bad/metrics.tsv: the comment and header lines of run a's, then one row whose every field
+ * is `value`, but for the columns named in finite (comma-separated), which get 1. */
+static void bad_metrics(const char *a, const char *value, const char *finite)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/metrics.tsv", a);
+    size_t len;
+    char *t = test_slurp(path, &len);
+    char *head = t ? strchr(t, '\n') : NULL, *end = head ? strchr(head + 1, '\n') : NULL;
+    snprintf(path, sizeof path, "%s/bad", dir);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/bad/metrics.tsv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || !end) {
+        CHECK_MSG(0, "cannot make %s", path);
+        if (f) fclose(f);
+        free(t);
+        return;
+    }
+    *end = 0;
+    fprintf(f, "%s\n", t);
+    for (char *c = head + 1, *next; c; c = next) {
+        next = strchr(c, '\t');
+        size_t n = next ? (size_t)(next - c) : strlen(c);
+        char name[64];
+        snprintf(name, sizeof name, ",%.*s,", (int)n, c);
+        char list[128];
+        snprintf(list, sizeof list, ",%s,", finite);
+        fprintf(f, "%s%s", strstr(list, name) ? "1" : value, next ? "\t" : "\n");
+        if (next) next++;
+    }
+    fclose(f);
+    free(t);
+}
+
+/* `fedsim plot` on a metrics.tsv it cannot draw fails naming what is wrong, and never says it
+ * drew plots (it did, and drew none). */
+static void test_bad_metrics(void)
+{
+    char a[128], cmd[1024], out[256], bad[160];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    snprintf(out, sizeof out, "%s/bad.txt", dir);
+    static const struct {
+        const char *value, *finite, *want;
+    } cases[] = {
+            {"nan", "", "metrics.tsv:3:1: round: 'nan' is not a finite number"},
+            {"inf", "round", "metrics.tsv:3:3: sim_time_s: 'inf' is not a finite number"},
+            {"x1y", "", "metrics.tsv:3:1: round: 'x1y' is not a number"},
+            {"7", "round,sim_time_s,bytes_up,bytes_down", "acc_global: '7' is not an accuracy"},
+            /* numbers, but no accuracy to draw and no timeline.tsv */
+            {"nan", "round,sim_time_s,bytes_up,bytes_down,client_flops", "nothing to plot"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bad_metrics(a, cases[i].value, cases[i].finite);
+        snprintf(cmd, sizeof cmd, "%s plot %s >%s 2>&1", bin, bad, out);
+        int rc = sh(cmd);
+        size_t len;
+        char *t = test_slurp(out, &len);
+        CHECK_MSG(rc == 2 && t && strstr(t, cases[i].want) && !strstr(t, "plots in"),
+                  "plot of a metrics.tsv of %s: exit %d, want '%s': %s", cases[i].value, rc,
+                  cases[i].want, t ? t : "");
+        free(t);
+    }
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -366,6 +433,7 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/fp-XXXXXX"); /* short: the evil name must fit 127 bytes */
     if (!mkdtemp(dir)) return 1;
     test_run_plots();
+    test_bad_metrics();
     test_sweep();
     test_summary_groups();
     test_base_curves();
