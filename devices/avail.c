@@ -119,26 +119,24 @@ static char *resolve_path(const char *yaml_file, const char *path)
 int dev_trace_from_yaml(dev_trace **out, const sim_yaml *map, dev_trace_kind kind, sim_err *err)
 {
     *out = NULL;
-    const sim_yaml *fnode = sim_yaml_get(map, "file");
+    const sim_yaml *fnode = sim_yaml_get(map, "file"), *loop = sim_yaml_get(map, "loop");
+    /* the map's keys are all read (the caller read its own): a typo is reported, not the file
+     * its absence leaves unnamed */
+    int rc = sim_yaml_check_keys(map, err);
+    if (rc) return rc;
     if (!fnode) return sim_yaml_fail(map, err, "missing 'file' (the trace file to read)");
     const char *name;
-    int rc = sim_yaml_str(fnode, "file", &name, err);
-    if (rc) return rc;
+    if ((rc = sim_yaml_str(fnode, "file", &name, err))) return rc;
     char *path = resolve_path(fnode->file, name);
     dev_trace *t;
     sim_err e = {0};
     rc = dev_trace_load(&t, path, kind, &e);
-    if (rc == SIM_EIO) {
-        rc = sim_yaml_fail(fnode, err, "trace '%s': %s", path, e.msg);
-        free(path);
-        return rc;
-    }
+    if (rc && e.line == 0) /* about the whole file: at the key that named it */
+        rc = sim_yaml_fail_key(map, "file", err, "file: trace '%s': %s", path, e.msg);
+    else if (rc && err)
+        *err = e; /* at its line */
     free(path);
-    if (rc) {
-        if (err) *err = e;
-        return rc;
-    }
-    const sim_yaml *loop = sim_yaml_get(map, "loop");
+    if (rc) return rc;
     if (loop) {
         sim_time period = 0;
         if (!(loop->kind == SIM_YAML_SCALAR &&
@@ -197,9 +195,9 @@ int dev_avail_spec_from_yaml(dev_avail_spec *out, const sim_yaml *node, sim_err 
         return SIM_OK;
     }
     if (!strcmp(kind, "trace")) {
+        const sim_yaml *off = sim_yaml_get(node, "offset"); /* read before the trace's check */
         if ((rc = dev_trace_from_yaml(&out->trace, node, DEV_TRACE_AVAIL, err))) return rc;
         out->kind = DEV_AVAIL_TRACE;
-        const sim_yaml *off = sim_yaml_get(node, "offset");
         if (off && off->kind == SIM_YAML_SCALAR && !strcmp(off->value, "random")) {
             if (!out->trace->period)
                 rc = sim_yaml_fail(off, err, "offset: random needs a looping trace (add 'loop')");

@@ -80,7 +80,8 @@ int dev_avail_spec_from_yaml(dev_avail_spec *out, const sim_yaml *node, sim_err 
 void dev_avail_spec_describe(const dev_avail_spec *s, char *buf, size_t n);
 
 /* Shared with profile.c: read a trace named by a YAML map {file: PATH, loop: ...} (relative paths
- * from the YAML file's directory). */
+ * from the YAML file's directory). The caller has read its own keys of the map (availability's
+ * kind and offset): any other is reported as unknown before the file is opened. */
 int dev_trace_from_yaml(dev_trace **out, const sim_yaml *map, dev_trace_kind kind, sim_err *err);
 
 #endif /* DEV_AVAIL_H */

@@ -13,10 +13,8 @@ int dev_catalog_from_yaml(dev_catalog *c, const sim_yaml *map, sim_err *err)
     c->profiles = sim_xcalloc((size_t)map->n, sizeof *c->profiles);
     for (int i = 0; i < map->n; i++) {
         const char *name = map->keys[i];
-        int rc = SIM_OK;
-        if (strlen(name) == 0 || strlen(name) >= DEV_MAX_NAME)
-            rc = sim_fail(err, SIM_EINVAL, map->file, map->key_line[i], map->key_col[i],
-                          "profile name '%s' must have 1 to %d bytes", name, DEV_MAX_NAME - 1);
+        /* a profile's name is clients.tsv's device column */
+        int rc = sim_yaml_key_name(map, i, "profile name", DEV_MAX_NAME - 1, err);
         for (int j = 0; !rc && j < i; j++)
             if (!strcmp(map->keys[j], name))
                 rc = sim_fail(err, SIM_EINVAL, map->file, map->key_line[i], map->key_col[i],

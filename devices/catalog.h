@@ -3,8 +3,9 @@
  *
  * A catalog file is a YAML map with one key, `profiles`, mapping each name to a profile
  * (profile.h): {profiles: {phone-low: {compute: 6 GFLOPS, ...}, rpi4: {...}}}. Names keep the
- * file's order, are at most DEV_MAX_NAME - 1 bytes and unique. A catalog holds tens of profiles,
- * so lookup is a linear scan.
+ * file's order, are unique, and are names as sim_name_problem defines them, at most
+ * DEV_MAX_NAME - 1 bytes (a name is clients.tsv's device column). A catalog holds tens of
+ * profiles, so lookup is a linear scan.
  */
 #ifndef DEV_CATALOG_H
 #define DEV_CATALOG_H

@@ -366,13 +366,17 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
         if (out->step_overhead_ns < 0)
             return sim_yaml_fail(v, err, "step_overhead must be >= 0 (e.g. 1.5 ms)");
     }
-    if ((v = sim_yaml_get(node, "availability"))) {
+    const sim_yaml *avail = sim_yaml_get(node, "availability");
+    const sim_yaml *speed = sim_yaml_get(node, "speed");
+    /* every key is read: a misspelled one is reported before a trace file is opened */
+    if ((rc = sim_yaml_check_keys(node, err))) return rc;
+    if ((v = avail)) {
         dev_avail_spec s;
         if ((rc = dev_avail_spec_from_yaml(&s, v, err))) return rc;
         dev_avail_spec_destroy(&out->avail);
         out->avail = s;
     }
-    if ((v = sim_yaml_get(node, "speed"))) {
+    if ((v = speed)) {
         dev_trace *t = NULL;
         if (v->kind == SIM_YAML_SCALAR && !strcmp(v->value, "none")) {
             t = NULL;

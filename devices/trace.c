@@ -212,11 +212,11 @@ int dev_trace_load(dev_trace **out, const char *path, dev_trace_kind kind, sim_e
         cap *= 2;
         text = sim_xrealloc(text, cap);
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
     if (bad) {
         free(text);
-        return sim_fail(err, SIM_EIO, path, 0, 0, "cannot read trace");
+        return sim_fail(err, SIM_EIO, path, 0, 0, "cannot read trace: %s", strerror(bad));
     }
     text[n] = '\0';
     if (memchr(text, '\0', n)) {

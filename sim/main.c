@@ -1468,6 +1468,10 @@ static int cmd_sweep(int argc, char **argv)
     int nval[MAX_VARY];
     long points = 1;
     for (int k = 0; k < o.n_vary; k++) {
+        for (const char *c = o.vary[k]; *c && !rc; c++) /* checked before any point runs */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                rc = die("--vary: a control character in a value (a point's key=value names its "
+                         "folder and its row of summary.tsv)");
         copy[k] = sim_xstrdup(o.vary[k]);
         char *eq = strchr(copy[k], '=');
         *eq = 0;
@@ -1510,7 +1514,7 @@ static int cmd_sweep(int argc, char **argv)
         char name[512];
         snprintf(name, sizeof name, "%s", label[p]);
         for (char *c = name; *c; c++)
-            if (*c == '/' || (unsigned char)*c < 0x20) *c = '_';
+            if (*c == '/') *c = '_';
         snprintf(run_dir[p], sizeof run_dir[p], "%s/%s", dir, name);
         po.out = run_dir[p];
         /* loaded once: for the point's state, then for its run */

@@ -11,6 +11,7 @@
 #include "sim/checkpoint.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,45 @@ static int need_map(const section *s, const char *key, sim_err *err)
     return SIM_OK;
 }
 
+/* A key the section needs and lacks: at its map (it is there: the key that picked what needs it
+ * is in it). */
+static int need_key(const sim_scenario *sc, const section *s, sim_err *err, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static int need_key(const sim_scenario *sc, const section *s, sim_err *err, const char *fmt, ...)
+{
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->map) return sim_yaml_fail(s->map, err, "%s", msg);
+    return sim_fail(err, SIM_EINVAL, sc->path, 0, 0, "%s", msg);
+}
+
+/* err holds a loader's error about the file (err->file) that `key` of section s named: put it at
+ * the key, naming the key and the file ("s.yaml:4:26: partition.file: '/abs/p.txt': cannot open:
+ * No such file or directory"), or, for a key left out (given NULL: its default named the file),
+ * at the section. An error at a line of the file itself (a bad line of a partition file) stays
+ * there: that is where to look. Returns rc. */
+static int file_error(const sim_scenario *sc, const section *s, const char *key,
+                      const sim_yaml *given, int rc, sim_err *err)
+{
+    if (!rc || !err || err->line > 0) return rc;
+    char what[sizeof err->msg + sizeof err->file + 8];
+    if (err->file[0])
+        snprintf(what, sizeof what, "'%s': %s", err->file, err->msg);
+    else
+        snprintf(what, sizeof what, "%s", err->msg);
+    const char *dot = s->prefix[0] ? "." : "";
+    if (given)
+        sim_yaml_fail_key(s->map, key, err, "%s%s%s: %s", s->prefix, dot, key, what);
+    else if (s->map && s->map->line > 0)
+        sim_yaml_fail(s->map, err, "%s%s%s (default): %s", s->prefix, dot, key, what);
+    else
+        sim_fail(err, rc, sc->path, 0, 0, "%s%s%s (default): %s", s->prefix, dot, key, what);
+    return rc;
+}
+
 /* Path relative to the directory of the file a node came from (cut at n − 1 bytes: a path that
  * long then fails to open, with its name in the message), made absolute when it exists. The
  * node's text is replaced by that path, so the resolved scenario in a run folder names the same
@@ -208,8 +248,12 @@ static const char *const DATASETS[] = {"fashion-mnist",
                                        "cifar10",
                                        NULL};
 
-static int read_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
+/* The dataset. Its keys are all read, and checked for typos, before a file is opened; its
+ * inputs are then multiplied by `scale` (SpaFL's code feeds raw 0–255 pixels: 255). */
+static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
 {
+    static const char *const idx_keys[4] = {"train_images", "train_labels", "test_images",
+                                            "test_labels"};
     char pre[64];
     section s = sub(root, "dataset", pre, sizeof pre);
     int rc = need_map(&s, "dataset", err), which = 0;
@@ -217,78 +261,88 @@ static int read_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
     if (rc) return rc;
     *natural = 0;
     uint64_t seed = sc->spec.seed;
-    char a[512], b[512], c[512], d[512];
+    const sim_yaml *given[4] = {NULL}; /* the keys naming files, as written (NULL: left out) */
+    char raw[4][512] = {""}, path[4][512];
+    int clients = 0;
+    double alpha = 0, beta = 0, test_frac = 0, scale;
     switch (which) {
-    case 0: {
-        char dir[512];
-        if ((rc = get_str(&s, "dir", "/usr/share/datasets/fashion-mnist", dir, sizeof dir, err)))
-            return rc;
-        resolve_path(a, sizeof a, sim_yaml_get(s.map, "dir"), dir);
-        return nn_fmnist_load(&sc->train, &sc->test, a, err);
-    }
-    case 1:
-    case 2:
-        return nn_synth_pews_make(&sc->train, &sc->test, which == 1 ? 2000 : 200, seed, err);
-    case 3: {
-        int clients;
-        double alpha, beta, test_frac;
+    case 0:
+        given[0] = sim_yaml_get(s.map, "dir");
+        rc = get_str(&s, "dir", "/usr/share/datasets/fashion-mnist", raw[0], sizeof raw[0], err);
+        break;
+    case 3:
         if ((rc = get_int(&s, "clients", 1, 100000, 30, &clients, err)) ||
             (rc = get_double(&s, "alpha", 0, 100, 1, &alpha, err)) ||
-            (rc = get_double(&s, "beta", 0, 100, 1, &beta, err)) ||
-            (rc = get_double(&s, "test_fraction", 0, 0.9, 0.2, &test_frac, err)))
-            return rc;
-        *natural = 1;
-        return nn_synth_leaf_make(&sc->train, &sc->test, clients, alpha, beta, 60, 10, seed,
-                                  test_frac, err);
-    }
-    case 4: {
-        const char *keys[4] = {"train_images", "train_labels", "test_images", "test_labels"};
-        char *out[4] = {a, b, c, d};
-        for (int i = 0; i < 4; i++) {
-            char raw[512];
-            sim_yaml *n = sim_yaml_get(s.map, keys[i]);
-            if (!n)
-                return sim_fail(err, SIM_EINVAL, sc->path, s.map ? s.map->line : 0, 0,
-                                "dataset: idx needs %s", keys[i]);
+            (rc = get_double(&s, "beta", 0, 100, 1, &beta, err)))
+            break;
+        rc = get_double(&s, "test_fraction", 0, 0.9, 0.2, &test_frac, err);
+        break;
+    case 4:
+        for (int i = 0; i < 4 && !rc; i++) {
             const char *v;
-            if ((rc = sim_yaml_str(n, keys[i], &v, err))) return rc;
-            snprintf(raw, sizeof raw, "%s", v);
-            resolve_path(out[i], 512, n, raw);
+            if ((given[i] = sim_yaml_get(s.map, idx_keys[i])) &&
+                !(rc = sim_yaml_str(given[i], idx_keys[i], &v, err)))
+                snprintf(raw[i], sizeof raw[i], "%s", v);
         }
-        if ((rc = nn_idx_load(&sc->train, a, b, 0, err))) return rc;
-        return nn_idx_load(&sc->test, c, d, sc->train.classes, err);
+        break;
+    case 5:
+        given[0] = sim_yaml_get(s.map, "dir");
+        rc = get_str(&s, "dir", NULL, raw[0], sizeof raw[0], err);
+        break;
     }
+    if (rc || (rc = get_double(&s, "scale", 1e-9, 1e9, 1, &scale, err)) ||
+        (rc = sim_yaml_check_keys(s.map, err)))
+        return rc;
+    switch (which) {
+    case 0:
+        resolve_path(path[0], sizeof path[0], sim_yaml_get(s.map, "dir"), raw[0]);
+        rc = file_error(sc, &s, "dir", given[0],
+                        nn_fmnist_load(&sc->train, &sc->test, path[0], err), err);
+        break;
+    case 1:
+    case 2:
+        rc = nn_synth_pews_make(&sc->train, &sc->test, which == 1 ? 2000 : 200, seed, err);
+        break;
+    case 3:
+        *natural = 1;
+        rc = nn_synth_leaf_make(&sc->train, &sc->test, clients, alpha, beta, 60, 10, seed,
+                                test_frac, err);
+        break;
+    case 4:
+        for (int i = 0; i < 4; i++) {
+            if (!given[i])
+                return need_key(sc, &s, err, "dataset: idx needs %s (an IDX file)", idx_keys[i]);
+            resolve_path(path[i], sizeof path[i], sim_yaml_get(s.map, idx_keys[i]), raw[i]);
+        }
+        for (int i = 0; i < 4 && !rc; i += 2) {
+            nn_dataset *d = i ? &sc->test : &sc->train;
+            rc = nn_idx_load(d, path[i], path[i + 1], i ? sc->train.classes : 0, err);
+            /* the labels file's own errors name it; the images' and a count mismatch, those */
+            int k = i + (rc && err && !strcmp(err->file, path[i + 1]));
+            rc = file_error(sc, &s, idx_keys[k], given[k], rc, err);
+        }
+        break;
     default: {
-        char dir[512];
-        if ((rc = get_str(&s, "dir", NULL, dir, sizeof dir, err))) return rc;
-        if (!dir[0])
-            return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
-                                 "dataset: cifar10 needs dir (the folder of data_batch_1.bin ... "
-                                 "test_batch.bin)");
-        resolve_path(a, sizeof a, sim_yaml_get(s.map, "dir"), dir);
+        if (!given[0])
+            return need_key(sc, &s, err,
+                            "dataset: cifar10 needs dir (the folder of data_batch_1.bin ... "
+                            "test_batch.bin)");
+        resolve_path(path[0], sizeof path[0], sim_yaml_get(s.map, "dir"), raw[0]);
         char paths[5][600];
         const char *pp[5];
         for (int i = 0; i < 5; i++) {
-            snprintf(paths[i], sizeof paths[i], "%s/data_batch_%d.bin", a, i + 1);
+            snprintf(paths[i], sizeof paths[i], "%s/data_batch_%d.bin", path[0], i + 1);
             pp[i] = paths[i];
         }
-        if ((rc = nn_cifar10_load(&sc->train, pp, 5, err))) return rc;
-        snprintf(paths[0], sizeof paths[0], "%s/test_batch.bin", a);
-        return nn_cifar10_load(&sc->test, pp, 1, err);
+        rc = nn_cifar10_load(&sc->train, pp, 5, err);
+        if (!rc) {
+            snprintf(paths[0], sizeof paths[0], "%s/test_batch.bin", path[0]);
+            rc = nn_cifar10_load(&sc->test, pp, 1, err);
+        }
+        rc = file_error(sc, &s, "dir", given[0], rc, err);
     }
     }
-}
-
-/* The dataset, with its inputs multiplied by `scale` (SpaFL's code feeds raw 0–255 pixels: 255). */
-static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
-{
-    int rc = read_dataset(sc, root, natural, err);
-    if (rc) return rc;
-    char pre[64];
-    section s = sub(root, "dataset", pre, sizeof pre);
-    double scale;
-    if ((rc = get_double(&s, "scale", 1e-9, 1e9, 1, &scale, err))) return rc;
-    if (scale == 1) return SIM_OK;
+    if (rc || scale == 1) return rc;
     nn_dataset *d[2] = {&sc->train, &sc->test};
     for (int k = 0; k < 2; k++)
         for (size_t j = 0; j < (size_t)d[k]->n * (size_t)nn_dataset_features(d[k]); j++)
@@ -305,7 +359,7 @@ static int classes_partition(sim_scenario *sc, section *s, sim_err *err)
 {
     const sim_yaml *g = sim_yaml_get(s->map, "groups");
     if (!g)
-        return sim_fail(err, SIM_EINVAL, sc->path, s->map ? s->map->line : 0, 0,
+        return need_key(sc, s, err,
                         "partition: scheme classes needs groups (a list of class lists)");
     if (g->kind != SIM_YAML_SEQ || g->n < 1)
         return sim_yaml_fail(g, err, "groups: expected a list of class lists, one per client");
@@ -366,38 +420,42 @@ static int sizes_partition(sim_scenario *sc, section *s, sim_err *err)
     return SIM_OK;
 }
 
+/* The partition. The keys of its scheme and of the local splits are all read, and checked for
+ * typos, before the split is made (and a partition file opened). */
 static int load_partition(sim_scenario *sc, section *root, int natural, int cost_only, sim_err *err)
 {
     char pre[64];
     section s = sub(root, "partition", pre, sizeof pre);
-    int rc = need_map(&s, "partition", err), scheme = 0, clients, min_size, shards, from_train;
-    double alpha, local_test, local_val;
+    int rc = need_map(&s, "partition", err), scheme = 0, clients = 0, min_size = 0, shards = 0,
+        from_train;
+    double alpha = 0, local_test, local_val;
     if (rc || (rc = get_choice(&s, "scheme", SCHEMES, natural ? 3 : 0, &scheme, err))) return rc;
     uint64_t seed = sc->spec.seed;
+    const sim_yaml *file_key = NULL; /* scheme file: the key naming it, as written */
+    char file[512] = "";
     switch (scheme) {
     case 0:
-        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err))) return rc;
-        rc = nn_partition_iid(&sc->part, &sc->train, clients, seed, err);
+        rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err);
         break;
     case 1:
         if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err)) ||
-            (rc = get_double(&s, "alpha", 1e-6, 1e6, 0.5, &alpha, err)) ||
-            (rc = get_int(&s, "min_size", 0, 1000000, 10, &min_size, err)))
-            return rc;
-        rc = nn_partition_dirichlet(&sc->part, &sc->train, clients, alpha, min_size, seed, err);
+            (rc = get_double(&s, "alpha", 1e-6, 1e6, 0.5, &alpha, err)))
+            break;
+        rc = get_int(&s, "min_size", 0, 1000000, 10, &min_size, err);
         break;
     case 2:
-        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err)) ||
-            (rc = get_int(&s, "shards", 1, 1000, 2, &shards, err)))
-            return rc;
-        rc = nn_partition_shards(&sc->part, &sc->train, clients, shards, seed, err);
+        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err))) break;
+        rc = get_int(&s, "shards", 1, 1000, 2, &shards, err);
         break;
     case 3:
         if (!sc->train.group)
             return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
                                  "scheme: natural needs a dataset with natural clients "
                                  "(leaf-synthetic)");
-        rc = nn_partition_natural(&sc->part, &sc->train, err);
+        break;
+    case 4:
+        if ((file_key = sim_yaml_get(s.map, "file")))
+            rc = get_str(&s, "file", NULL, file, sizeof file, err);
         break;
     case 5:
         if (!cost_only)
@@ -409,24 +467,46 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
             return rc;
         return get_bool(&s, "local_test_from_train", 0, &from_train, err);
     case 6:
-        rc = classes_partition(sc, &s, err);
+        sim_yaml_get(s.map, "groups"); /* read with the split */
         break;
-    default: {
-        char file[512], path[512];
-        if ((rc = get_str(&s, "file", "", file, sizeof file, err))) return rc;
-        resolve_path(path, sizeof path, sim_yaml_get(s.map, "file"), file);
-        rc = nn_partition_file(&sc->part, &sc->train, path, err);
     }
-    }
-    if (rc) return rc;
-    if ((rc = get_double(&s, "local_test", 0, 0.9, 0.2, &local_test, err)) ||
+    if (rc || (rc = get_double(&s, "local_test", 0, 0.9, 0.2, &local_test, err)) ||
         (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)) ||
-        (rc = get_double(&s, "local_val", 0, 0.9, 0, &local_val, err)))
+        (rc = get_double(&s, "local_val", 0, 0.9, 0, &local_val, err)) ||
+        (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
     if (local_val > 0 && !(local_test > 0))
         return sim_yaml_fail(sim_yaml_get(s.map, "local_val"), err,
                              "local_val is a share of each client's local test split, and "
                              "local_test is 0: there is none");
+    switch (scheme) {
+    case 0:
+        rc = nn_partition_iid(&sc->part, &sc->train, clients, seed, err);
+        break;
+    case 1:
+        rc = nn_partition_dirichlet(&sc->part, &sc->train, clients, alpha, min_size, seed, err);
+        break;
+    case 2:
+        rc = nn_partition_shards(&sc->part, &sc->train, clients, shards, seed, err);
+        break;
+    case 3:
+        rc = nn_partition_natural(&sc->part, &sc->train, err);
+        break;
+    case 6:
+        rc = classes_partition(sc, &s, err);
+        break;
+    default: {
+        if (!file_key)
+            return need_key(sc, &s, err,
+                            "partition: scheme file needs file (a partition file: one line of "
+                            "sample indices per client)");
+        char path[512];
+        resolve_path(path, sizeof path, sim_yaml_get(s.map, "file"), file);
+        rc = file_error(sc, &s, "file", file_key,
+                        nn_partition_file(&sc->part, &sc->train, path, err), err);
+    }
+    }
+    if (rc) return rc;
     if (local_test > 0)
         rc = nn_partition_local_test(&sc->part, &sc->train, &sc->test, local_test, from_train, seed,
                                      err);
@@ -868,19 +948,25 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     int rc = need_map(&s, "devices", err);
     if (rc) return rc;
     char cat_raw[512], cat_path[512];
-    if ((rc = get_str(&s, "catalog", sim_default_catalog(), cat_raw, sizeof cat_raw, err)))
+    const sim_yaml *cat_key = sim_yaml_get(s.map, "catalog"),
+                   *profiles = sim_yaml_get(s.map, "profiles");
+    sim_yaml_get(s.map, "mix"); /* these two are read once the catalog is */
+    sim_yaml_get(s.map, "capacity");
+    if ((rc = get_str(&s, "catalog", sim_default_catalog(), cat_raw, sizeof cat_raw, err)) ||
+        (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
     resolve_path(cat_path, sizeof cat_path, sim_yaml_get(s.map, "catalog"), cat_raw);
     dev_catalog cat;
-    if ((rc = dev_catalog_load(&cat, cat_path, err))) return rc;
+    if ((rc = file_error(sc, &s, "catalog", cat_key, dev_catalog_load(&cat, cat_path, err), err)))
+        return rc;
     /* scenario-defined profiles: {name: {base: CATALOG_NAME, ...overrides}} or full profiles */
-    const sim_yaml *profiles = sim_yaml_get(s.map, "profiles");
     absolutize_traces(profiles);
     dev_profile own[64];
     int nown = 0;
     if (profiles && (profiles->kind != SIM_YAML_MAP || profiles->n > 64))
         rc = sim_yaml_fail(profiles, err, "devices.profiles: expected a map of up to 64 profiles");
     for (int i = 0; profiles && !rc && i < profiles->n; i++) {
+        if ((rc = sim_yaml_key_name(profiles, i, "profile name", DEV_MAX_NAME - 1, err))) break;
         const sim_yaml *node = sim_yaml_get(profiles, profiles->keys[i]);
         const sim_yaml *bn = sim_yaml_get(node, "base");
         const dev_profile *base = NULL;
@@ -993,17 +1079,33 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         goto fail;
     }
     section root = {sc->doc, sc->doc, ""};
-    /* name defaults to the file's stem */
+    /* The name is a file name (runs/NAME-SEED) and header text (metrics.tsv): one that is
+     * neither is refused. It defaults to the file's stem, with what a name cannot hold as '_'. */
     char stem[128];
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(stem, sizeof stem, "%.*s", (int)strcspn(base, "."), base);
+    for (char *c = stem; *c; c++) {
+        char one[2] = {*c, 0};
+        if (sim_name_problem(one, 1)) *c = '_';
+    }
+    const sim_yaml *name = sim_yaml_get(sc->doc, "name");
+    const char *nv = stem[0] ? stem : "scenario";
+    if (name && (rc = sim_yaml_name(name, "name", sizeof sc->name - 1, &nv, err))) goto fail;
+    if (!name) put_default(&root, "name", nv);
+    snprintf(sc->name, sizeof sc->name, "%s", nv);
+    /* the sections' names are read below, after a file may have been opened: a misspelled one
+     * is reported first */
+    static const char *const sections[] = {"dataset",    "partition", "model",  "algorithm",
+                                           "federation", "eval",      "devices"};
+    for (size_t i = 0; i < SIM_ARRAY_LEN(sections); i++)
+        sim_yaml_get(sc->doc, sections[i]);
     long seed;
     int natural, cost_only;
-    if ((rc = get_str(&root, "name", stem, sc->name, sizeof sc->name, err)) ||
-        (rc = get_long(&root, "seed", 0, (long)(~0ul >> 1), 1, &seed, err)) ||
+    if ((rc = get_long(&root, "seed", 0, (long)(~0ul >> 1), 1, &seed, err)) ||
         (rc = get_int(&root, "rounds", 1, 100000000, 100, &sc->spec.fed.rounds, err)) ||
         (rc = get_time(&root, "max_time", &sc->spec.fed.max_time, err)) ||
-        (rc = get_bool(&root, "cost_only", 0, &cost_only, err)))
+        (rc = get_bool(&root, "cost_only", 0, &cost_only, err)) ||
+        (rc = sim_yaml_check_keys(sc->doc, err)))
         goto fail;
     sc->spec.seed = (uint64_t)seed;
     if ((rc = load_dataset(sc, &root, &natural, err)) ||

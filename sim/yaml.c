@@ -384,16 +384,19 @@ int sim_yaml_check_used(const sim_yaml *node, sim_err *err)
 {
     if (!node) return SIM_OK;
     for (int i = 0; i < node->n; i++) {
-        if (node->kind == SIM_YAML_MAP && !node->used[i]) {
-            /* a key a --set added to a file's map has no line; its value knows it came from --set
-             */
-            const char *file = node->key_line[i] > 0 ? node->file : node->items[i]->file;
-            return sim_fail(err, SIM_EINVAL, file, node->key_line[i], node->key_col[i],
-                            "unknown key '%s'", node->keys[i]);
-        }
+        if (node->kind == SIM_YAML_MAP && !node->used[i])
+            return sim_yaml_fail_key(node, node->keys[i], err, "unknown key '%s'", node->keys[i]);
         int rc = sim_yaml_check_used(node->items[i], err);
         if (rc) return rc;
     }
+    return SIM_OK;
+}
+
+int sim_yaml_check_keys(const sim_yaml *map, sim_err *err)
+{
+    for (int i = 0; map && map->kind == SIM_YAML_MAP && i < map->n; i++)
+        if (!map->used[i])
+            return sim_yaml_fail_key(map, map->keys[i], err, "unknown key '%s'", map->keys[i]);
     return SIM_OK;
 }
 
@@ -417,6 +420,90 @@ int sim_yaml_fail(const sim_yaml *node, sim_err *err, const char *fmt, ...)
     va_end(ap);
     if (!node) return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "%s", msg);
     return sim_fail(err, SIM_EINVAL, node->file, node->line, node->col, "%s", msg);
+}
+
+int sim_yaml_fail_key(const sim_yaml *map, const char *key, sim_err *err, const char *fmt, ...)
+{
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int i = map && map->kind == SIM_YAML_MAP ? map_find(map, key) : -1;
+    if (i < 0) return sim_yaml_fail(map, err, "%s", msg);
+    /* a key a --set added to a file's map has no line; its value knows it came from --set */
+    const char *file = map->key_line[i] > 0 ? map->file : map->items[i]->file;
+    return sim_fail(err, SIM_EINVAL, file, map->key_line[i], map->key_col[i], "%s", msg);
+}
+
+const char *sim_name_problem(const char *s, size_t max)
+{
+    static const char extra[] = "-_.+=,";
+    size_t n = strlen(s);
+    if (!n) return "it is empty";
+    if (n > max) return "it is too long";
+    if (s[0] == '.') return "it starts with '.'";
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr(extra, c)))
+            return c == '/'                ? "it has a '/'"
+                   : c < 0x20 || c == 0x7f ? "it has a control character"
+                   : c == ' '              ? "it has a space"
+                                           : "it has a character other than letters, digits "
+                                             "and - _ . + = ,";
+    }
+    return NULL;
+}
+
+/* s for a one-line message: control characters as \n, \t or \xNN, cut at about 80 bytes */
+static void show(char *buf, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 8 < n && k < 80; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\n' || c == '\t')
+            k += (size_t)snprintf(buf + k, n - k, "\\%c", c == '\n' ? 'n' : 't');
+        else if (c < 0x20 || c == 0x7f)
+            k += (size_t)snprintf(buf + k, n - k, "\\x%02X", c);
+        else
+            buf[k++] = (char)c;
+    }
+    snprintf(buf + k, n - k, "%s", *s ? "..." : "");
+}
+
+/* sim_yaml_name's refusal, at node or (map non-NULL) at map's key i */
+static int name_fail(const sim_yaml *node, const sim_yaml *map, int i, const char *what,
+                     const char *name, const char *why, size_t max, sim_err *err)
+{
+    static const char rule[] = "a name becomes a file name and header text: 1 to %zu bytes of "
+                               "letters, digits and - _ . + = , not starting with '.'";
+    char shown[128], msg[sizeof err->msg];
+    show(shown, sizeof shown, name);
+    int len = snprintf(msg, sizeof msg, "%s: '%s' is not a usable name: %s (", what, shown, why);
+    snprintf(msg + len, sizeof msg - (size_t)len, rule, max);
+    strncat(msg, ")", sizeof msg - strlen(msg) - 1);
+    if (map) return sim_yaml_fail_key(map, map->keys[i], err, "%s", msg);
+    return sim_yaml_fail(node, err, "%s", msg);
+}
+
+int sim_yaml_name(const sim_yaml *node, const char *what, size_t max, const char **out,
+                  sim_err *err)
+{
+    const char *v;
+    int rc = sim_yaml_str(node, what, &v, err);
+    if (rc) return rc;
+    const char *why = sim_name_problem(v, max);
+    if (why) return name_fail(node, NULL, 0, what, v, why, max, err);
+    *out = v;
+    return SIM_OK;
+}
+
+int sim_yaml_key_name(const sim_yaml *map, int i, const char *what, size_t max, sim_err *err)
+{
+    assert(map->kind == SIM_YAML_MAP && i >= 0 && i < map->n);
+    const char *why = sim_name_problem(map->keys[i], max);
+    return why ? name_fail(NULL, map, i, what, map->keys[i], why, max, err) : SIM_OK;
 }
 
 static const char *kind_name(sim_yaml_kind k)

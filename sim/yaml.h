@@ -48,6 +48,10 @@ int sim_yaml_check_used(const sim_yaml *node, sim_err *err);
 /* Mark every key under node used: for a subtree a reader takes as a whole (copies or writes out)
  * without looking each key up. */
 void sim_yaml_mark_used(const sim_yaml *node);
+/* sim_yaml_check_used for map's own keys only, not the maps below them: a reader that has asked
+ * for every key of a map checks it before acting on it, so that a misspelled key is reported
+ * rather than the file its default (or a missing key) fails to open. */
+int sim_yaml_check_keys(const sim_yaml *map, sim_err *err);
 
 /* Typed reads of a scalar node; errors name the node's position and `what` (the key), and leave
  * *out untouched. A NULL node (a key sim_yaml_get did not find) is a "missing" error. Numbers are
@@ -64,6 +68,21 @@ int sim_yaml_flops(const sim_yaml *node, const char *what, double *out, sim_err 
 /* Fail at node's position with a message (for checks a reader makes itself). */
 int sim_yaml_fail(const sim_yaml *node, sim_err *err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* Fail at the position of key in map (at map's own when key is absent): for errors about what
+ * a key names rather than about its text, such as a file that cannot be opened. */
+int sim_yaml_fail_key(const sim_yaml *map, const char *key, sim_err *err, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* Names become file names and header text: a run's (runs/NAME-SEED, "# fedsim run NAME" in
+ * metrics.tsv), a device profile's (clients.tsv's device column). A name is 1 to max bytes of
+ * letters, digits and - _ . + = , (what sweep point folders are made of: algorithm.name=fjord)
+ * and does not start with '.'. NULL when s is one, else what is wrong with it (static text). */
+const char *sim_name_problem(const char *s, size_t max);
+/* A name from a scalar node (see sim_name_problem); errors name node's position and `what`. */
+int sim_yaml_name(const sim_yaml *node, const char *what, size_t max, const char **out,
+                  sim_err *err);
+/* The same for the key i of map (a device profile's name), at the key's position. */
+int sim_yaml_key_name(const sim_yaml *map, int i, const char *what, size_t max, sim_err *err);
 
 /* Apply "a.b.c=value" to the tree: walks/creates maps along the dotted path and sets the value,
  * which is parsed as YAML ("5 min" is a scalar, "[1, 2]" a sequence, "{k: v}" a map). A number

@@ -354,9 +354,9 @@ static void test_yaml_traces(void)
     /* errors inside a trace file name the trace file's position */
     rc = profile_file(&p, FULL "availability: {kind: trace, file: bad.trace}\n", &err);
     CHECK(rc < 0 && err.line == 3 && err.col == 1 && strstr(err.file, "bad.trace"));
-    /* errors about the reference name the YAML position */
+    /* errors about the reference name the YAML position of the key that named the file */
     rc = profile_file(&p, FULL "availability: {kind: trace, file: missing.trace}\n", &err);
-    CHECK(rc < 0 && err.line == 6 && err.col == 35 && strstr(err.file, "p.yaml") &&
+    CHECK(rc < 0 && err.line == 6 && err.col == 29 && strstr(err.file, "p.yaml") &&
           strstr(err.msg, "cannot open"));
     rc = profile_file(&p, FULL "availability: {kind: trace, file: day.trace, offset: random}\n",
                       &err);

@@ -391,7 +391,7 @@ static void test_profile_yaml(void)
                  "no unit");
     expect_error(FULL "availability: {kind: markov, mean_on: 0 s, mean_off: 1 h}\n", 6, 39,
                  "mean_on must be > 0");
-    expect_error(FULL "speed: {file: /nonexistent/x.trace}\n", 6, 15, "cannot open");
+    expect_error(FULL "speed: {file: /nonexistent/x.trace}\n", 6, 9, "cannot open"); /* key */
     expect_error("[1, 2]\n", 1, 1, "map");
 }
 

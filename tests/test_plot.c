@@ -309,7 +309,8 @@ static void test_base_curves(void)
     }
 }
 
-/* A scenario name and a run folder built to break out of gnuplot strings run nothing. */
+/* A scenario name built to break out of gnuplot strings is refused (a name is a file name, see
+ * test_sim_cli), and a run folder built to break out of them runs nothing. */
 static void test_injection(void)
 {
     char path[256], cmd[2048], out[256];
@@ -329,7 +330,9 @@ static void test_injection(void)
     fclose(f);
     free(tiny);
     snprintf(out, sizeof out, "%s/q'o\\\"; system 'touch %s/p4", dir, dir);
-    snprintf(cmd, sizeof cmd, "%s run %s -q --out \"%s\" >/dev/null", bin, path, out);
+    snprintf(cmd, sizeof cmd, "%s run %s -q --out \"%s\" 2>/dev/null", bin, path, out);
+    CHECK_MSG(sh(cmd) == 2, "the name is refused");
+    snprintf(cmd, sizeof cmd, "%s run scenarios/tiny.yaml -q --out \"%s\" >/dev/null", bin, out);
     CHECK(sh(cmd) == 0);
     for (int i = 1; i <= 4; i++) {
         snprintf(path, sizeof path, "%s/p%d", dir, i);

@@ -67,19 +67,67 @@ static const char *variant(const char *from, const char *to)
     return buf;
 }
 
+/* Whether msg holds the parts of want ('*'-separated) in order. */
+static int has_parts(const char *msg, const char *want)
+{
+    for (;;) {
+        size_t n = strcspn(want, "*");
+        char part[512];
+        snprintf(part, sizeof part, "%.*s", (int)n, want);
+        const char *at = strstr(msg, part);
+        if (!at) return 0;
+        msg = at + n;
+        if (!want[n]) return 1;
+        want += n + 1;
+    }
+}
+
 static void test_bad(void)
 {
     char msg[1024];
     CHECK_MSG(run_bad(good, msg, sizeof msg) == 0, "the good scenario passes check: %s", msg);
     static const struct {
-        const char *from, *to, *want;
+        const char *from, *to, *want; /* want: a part of the message; '*' stands for any text */
     } cases[] = {
             {"up: 4 Mbps", "up: 4", "bad.yaml:10:32: up: '4' has no unit"},
             {"rounds: 2", "roundz: 2", "bad.yaml:2:1: unknown key 'roundz'"},
             {"down: 8 Mbps", "down: -8 Mbps", "bad.yaml:10:46: down: '-8 Mbps' is negative"},
             {"share: 1}", "share: 0.7}", "bad.yaml:11:8: devices.mix: shares sum to 0.7"},
             {"{name: synth-pews-3.2k}", "{name: fashion-mnist, dir: /nonexistent}",
-             "/nonexistent/train-images-idx3-ubyte.gz"},
+             "bad.yaml:3:32: dataset.dir: '/nonexistent/train-images-idx3-ubyte.gz': cannot "
+             "open: No such file or directory"},
+            /* names become file names (runs/NAME-SEED) and header text (metrics.tsv) */
+            {"seed: 1", "name: \"a\\nb\"\nseed: 1",
+             "bad.yaml:1:7: name: 'a\\nb' is not a usable name: it has a control character"},
+            {"seed: 1", "name: ../../../x\nseed: 1",
+             "bad.yaml:1:7: name: '../../../x' is not a usable name: it starts with '.'"},
+            {"seed: 1", "name: a/b\nseed: 1", "bad.yaml:1:7: name: 'a/b' is not a usable name"},
+            {"seed: 1", "name: a b\nseed: 1", "it has a space"},
+            {"    d: {", "    d x: {",
+             "bad.yaml:10:5: profile name: 'd x' is not a usable name: it has a space"},
+            /* unknown keys are reported before a file is opened: not the partition file the
+             * typo leaves unnamed, not the trace, nor the dataset of a good key */
+            {"{scheme: iid, clients: 4}", "{scheme: file, path: p.txt}",
+             "bad.yaml:4:27: unknown key 'path'"},
+            {"{scheme: iid, clients: 4}", "{scheme: file}",
+             "bad.yaml:4:12: partition: scheme file needs file"},
+            {"{scheme: iid, clients: 4}", "{scheme: file, file: nope.txt}",
+             "bad.yaml:4:27: partition.file: '/*/nope.txt': cannot open: No such file or "
+             "directory"},
+            {"rounds: 2\ndataset: {name: synth-pews-3.2k}",
+             "roundz: 2\ndataset: {name: fashion-mnist, dir: /nonexistent}",
+             "bad.yaml:2:1: unknown key 'roundz'"},
+            {"{name: synth-pews-3.2k}",
+             "{name: idx, train_images: a, train_labels: b, test_images: c, test_lables: d}",
+             "bad.yaml:3:72: unknown key 'test_lables'"},
+            {"devices:\n", "devices:\n  catalog: nope.yaml\n",
+             "bad.yaml:9:3: devices.catalog: '/*/nope.yaml': cannot open: No such file or "
+             "directory"},
+            {"memory: 1 GiB}", "memory: 1 GiB, speed: {file: nope.trace}}",
+             "bad.yaml:10:93: file: trace '/*/nope.trace': cannot open trace: No such file"},
+            {"memory: 1 GiB}",
+             "memory: 1 GiB, availability: {kind: trace, file: nope.trace, lop: 1 h}}",
+             "bad.yaml:10:131: unknown key 'lop'"},
             {"name: fedavg", "name: fedsgd", "bad.yaml:6:19: algorithm: unknown name 'fedsgd'"},
             {"latency: 10 ms", "latency: 10 MB", "not a time unit"},
             {"name: fedavg", "name: dmpfl, dmpfl: {sparsity: 1.5}",
@@ -116,9 +164,77 @@ static void test_bad(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run_bad(variant(cases[i].from, cases[i].to), msg, sizeof msg);
         CHECK_MSG(rc == 2, "'%s' exits with 2, not %d", cases[i].to, rc);
-        CHECK_MSG(strstr(msg, cases[i].want) != NULL, "'%s': message '%s' lacks '%s'", cases[i].to,
-                  msg, cases[i].want);
+        CHECK_MSG(has_parts(msg, cases[i].want), "'%s': message '%s' lacks '%s'", cases[i].to, msg,
+                  cases[i].want);
+        CHECK_MSG(strchr(msg, '\n') == msg + strlen(msg) - 1, "'%s': one line: '%s'", cases[i].to,
+                  msg);
     }
+}
+
+/* A name that is not a file name runs nothing and makes no folder (without --out a run's folder
+ * is runs/NAME-SEED, under the working folder); a name left out is the file's, with what a name
+ * cannot hold as '_'; a catalog's profile names are names too; a sweep's --vary value names a
+ * folder and a row of summary.tsv, and cannot hold a control character. */
+static void test_names(void)
+{
+    char sub[160], path[200], cmd[1024], out[200];
+    snprintf(sub, sizeof sub, "%s/names/a/b", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", sub);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/esc.yaml", sub);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "name: ../../x\n%s", good);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "b=$(realpath %s) && cd %s && \"$b\" run esc.yaml -q --plots none 2>/dev/null", bin,
+             sub);
+    int st = system(cmd);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "name: ../../x: exit 2");
+    snprintf(out, sizeof out, "%s/names/a/x-1", dir);
+    CHECK_MSG(access(out, F_OK) != 0, "name: ../../x made no folder %s", out);
+    snprintf(out, sizeof out, "%s/runs", sub);
+    CHECK_MSG(access(out, F_OK) != 0, "name: ../../x made no %s", out);
+
+    snprintf(path, sizeof path, "%s/sp ace.yaml", sub);
+    f = fopen(path, "w");
+    fputs(good, f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/names.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s check '%s' > %s", bin, path, out);
+    CHECK(system(cmd) == 0);
+    size_t len;
+    char *txt = test_slurp(out, &len);
+    CHECK_MSG(txt && strstr(txt, "\nname: sp_ace\n"), "the default name: %s", txt ? txt : "");
+    free(txt);
+
+    snprintf(path, sizeof path, "%s/cat.yaml", sub);
+    f = fopen(path, "w");
+    fputs("profiles:\n  \"d\\tx\": {compute: 1 GFLOPS, up: 4 Mbps, down: 8 Mbps, latency: 10 ms, "
+          "memory: 1 GiB}\n",
+          f);
+    fclose(f);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "%s",
+             variant("devices:\n", "devices:\n  catalog: names/a/b/cat.yaml\n"));
+    char msg[1024];
+    CHECK(run_bad(yaml, msg, sizeof msg) == 2);
+    CHECK_MSG(strstr(msg, "cat.yaml:2:3: profile name: 'd\\tx' is not a usable name: it has a "
+                          "control character"),
+              "a catalog's profile name: %s", msg);
+
+    snprintf(out, sizeof out, "%s/sweep", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s sweep scenarios/tiny.yaml --vary 'algorithm.lr=0.1\t' --out %s -q --plots none "
+             ">/dev/null 2>%s/sweep.err",
+             bin, out, dir);
+    st = system(cmd);
+    snprintf(path, sizeof path, "%s/sweep.err", dir);
+    txt = test_slurp(path, &len);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2 && txt &&
+                      strstr(txt, "--vary: a control character in a value"),
+              "a --vary value with a tab: %s", txt ? txt : "");
+    CHECK_MSG(access(out, F_OK) != 0, "it made no folder %s", out);
+    free(txt);
 }
 
 /* eval.shift: one column per share; share 0 is the unshifted mean; the same outputs whatever
@@ -570,6 +686,7 @@ int main(void)
               (long long)t_avg, steps);
     test_calibrate();
     test_bad();
+    test_names();
     test_shift();
     test_base();
     test_kernels();

@@ -197,6 +197,85 @@ static void test_unknown_keys(void)
     sim_yaml_free(r);
 }
 
+/* A reader that has asked for a map's keys checks that map alone, before acting on it; errors
+ * about what a key names point at the key, not at its value. */
+static void test_check_keys(void)
+{
+    sim_yaml *r = load(scenario);
+    if (!r) return;
+    sim_err e = {0};
+    sim_yaml *dev = sim_yaml_get(r, "devices");
+    sim_yaml_get(dev, "catalog");
+    /* devices' own keys: "mix" (line 8) is unread; the root's and mix items' do not count */
+    CHECK(sim_yaml_check_keys(dev, &e) == SIM_EINVAL);
+    CHECK_ERR(e, "s.yaml:8:3: unknown key 'mix'");
+    sim_yaml_get(dev, "mix");
+    CHECK(sim_yaml_check_keys(dev, &e) == SIM_OK);
+    CHECK(sim_yaml_check_keys(sim_yaml_get(dev, "catalog"), &e) == SIM_OK); /* not a map */
+    CHECK(sim_yaml_check_used(dev, &e) == SIM_EINVAL);
+    CHECK_ERR(e, "s.yaml:9:8: unknown key 'profile'");
+
+    CHECK(sim_yaml_fail_key(dev, "catalog", &e, "catalog: %s", "gone") == SIM_EINVAL);
+    CHECK_ERR(e, "s.yaml:7:3: catalog: gone");
+    CHECK(sim_yaml_fail_key(dev, "profiles", &e, "no profiles") == SIM_EINVAL);
+    CHECK_ERR(e, "s.yaml:7:3: no profiles"); /* absent: at the map */
+    CHECK(sim_yaml_set(r, "devices.extra=1", &e) == SIM_OK);
+    CHECK(sim_yaml_check_keys(dev, &e) == SIM_EINVAL);
+    CHECK_ERR(e, "--set: unknown key 'extra'");
+    sim_yaml_free(r);
+}
+
+/* Names become file names and header text: what every scenario, sweep point and profile uses
+ * passes; a '/', a leading '.', a space, a control character or too many bytes do not, with
+ * the text shown on one line. */
+static void test_names(void)
+{
+    static const char *const good[] = {"tiny",
+                                       "dmpfl-fmnist-short",
+                                       "algorithm.name=fjord",
+                                       "seed=2,algorithm.lr=0.1",
+                                       "a+b_c",
+                                       "phone-low",
+                                       "x.y"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK_MSG(sim_name_problem(good[i], 127) == NULL, "'%s' is a name", good[i]);
+    static const struct {
+        const char *name, *why;
+    } bad[] = {{"", "it is empty"},
+               {"abcd", "it is too long"},
+               {"../x", "it starts with '.'"},
+               {".hidden", "it starts with '.'"},
+               {"a/b", "it has a '/'"},
+               {"a b", "it has a space"},
+               {"a\tb", "it has a control character"},
+               {"a\"b", "it has a character other than letters, digits and - _ . + = ,"},
+               {"caf\xc3\xa9", "it has a character other than letters, digits and - _ . + = ,"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *why = sim_name_problem(bad[i].name, i == 1 ? 3 : 127);
+        CHECK_MSG(why && !strcmp(why, bad[i].why), "'%s': %s", bad[i].name, why ? why : "a name");
+    }
+
+    sim_yaml *r = load("name: \"a\\nb\"\nprofiles:\n  ok: 1\n  \"x y\": 2\n");
+    if (!r) return;
+    sim_err e = {0};
+    const char *v = NULL;
+    CHECK(sim_yaml_name(sim_yaml_get(r, "name"), "name", 127, &v, &e) == SIM_EINVAL && !v);
+    CHECK_MSG(strstr(fmt_err(&e), "s.yaml:1:7: name: 'a\\nb' is not a usable name: it has a "
+                                  "control character (") == fmt_err(&e) &&
+                      !strchr(fmt_err(&e), '\n'),
+              "%s", fmt_err(&e));
+    sim_yaml *p = sim_yaml_get(r, "profiles");
+    CHECK(sim_yaml_key_name(p, 0, "profile name", 47, &e) == SIM_OK);
+    CHECK(sim_yaml_key_name(p, 1, "profile name", 47, &e) == SIM_EINVAL);
+    CHECK_MSG(strstr(fmt_err(&e), "s.yaml:4:3: profile name: 'x y' is not a usable name: it has a "
+                                  "space") == fmt_err(&e),
+              "%s", fmt_err(&e));
+    CHECK(sim_yaml_set(r, "name=run-1", &e) == SIM_OK);
+    CHECK(sim_yaml_name(sim_yaml_get(r, "name"), "name", 127, &v, &e) == SIM_OK && v &&
+          !strcmp(v, "run-1"));
+    sim_yaml_free(r);
+}
+
 static void test_typed(void)
 {
     sim_yaml *r = load("n: 42\n"                     /* 1 */
@@ -524,6 +603,8 @@ int main(void)
     test_structure();
     test_load_errors();
     test_unknown_keys();
+    test_check_keys();
+    test_names();
     test_typed();
     test_set();
     test_write();
