@@ -1488,6 +1488,9 @@ static int cmd_sweep(int argc, char **argv)
         const char *b = strrchr(o.scenario, '/');
         b = b ? b + 1 : o.scenario;
         snprintf(dir, sizeof dir, "runs/sweep-%.*s", (int)strcspn(b, "."), b);
+        /* the stem as a run's default name takes it: what a name cannot hold becomes '_' */
+        for (char *c = dir + strlen("runs/sweep-"); *c; c++)
+            if (sim_name_problem((char[]){*c, 0}, 1)) *c = '_';
     }
     if (!rc && mkdirs(dir)) {
         fprintf(stderr, "fedsim: %s: cannot create: %s\n", dir, strerror(errno));

@@ -10,6 +10,7 @@
 #include "devices/catalog.h"
 #include "sim/checkpoint.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1175,7 +1176,9 @@ int sim_scenario_digest(const sim_scenario *sc, uint64_t *text, uint64_t *env, s
     FILE *f = open_memstream(&buf, &len);
     if (!f) return sim_fail(err, SIM_EIO, NULL, 0, 0, "cannot print the resolved scenario");
     int rc = sim_yaml_write(sc->doc, f, err);
-    fclose(f);
+    if (fclose(f) && !rc)
+        rc = sim_fail(err, SIM_EIO, NULL, 0, 0, "cannot print the resolved scenario: %s",
+                      strerror(errno));
     if (!rc) *text = sim_checkpoint_hash(buf, len);
     free(buf);
     if (rc) return rc;

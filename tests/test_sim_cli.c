@@ -206,6 +206,14 @@ static void test_names(void)
     char *txt = test_slurp(out, &len);
     CHECK_MSG(txt && strstr(txt, "\nname: sp_ace\n"), "the default name: %s", txt ? txt : "");
     free(txt);
+    /* a sweep's default folder is named from the file's stem the same way */
+    snprintf(cmd, sizeof cmd,
+             "b=$(realpath %s) && cd %s && \"$b\" sweep 'sp ace.yaml' --vary seed=1 -q "
+             "--plots none >/dev/null 2>&1",
+             bin, sub);
+    CHECK(system(cmd) == 0);
+    snprintf(out, sizeof out, "%s/runs/sweep-sp_ace/summary.tsv", sub);
+    CHECK_MSG(access(out, F_OK) == 0, "the sweep wrote %s", out);
 
     snprintf(path, sizeof path, "%s/cat.yaml", sub);
     f = fopen(path, "w");
