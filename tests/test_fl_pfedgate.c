@@ -191,6 +191,10 @@ static void test_gate(int paths)
         printf("  (the next gradcheck failures are expected: a sign-flipped gradient)\n");
         CHECK(gc_check("gate(broken)", g.p, an, g.n_params, gate_loss, &k, 20, 1e-2, 2e-2, 1e-4,
                        9) > 0);
+        CHECK_MSG(gc_last.worst_ratio > 5,
+                  "a sign-flipped gate misses by only %.3g times the "
+                  "allowance",
+                  gc_last.worst_ratio);
     }
     free(an);
     fl_pg_gate_free(&g);

@@ -160,6 +160,10 @@ static void gradcheck_model(const char *name, int c, int h, int w, int k, double
                               model_loss, model_same_region, &ctx, 32, 1e-3, 1e-2, 1e-4, 99,
                               &kinks) > 0,
               "%s: a sign-flipped gradient is caught", name);
+    CHECK_MSG(gc_last.worst_ratio > 5,
+              "%s: a sign-flipped gradient misses by only %.3g times the "
+              "allowance",
+              name, gc_last.worst_ratio);
     free(x);
     free(g);
     nn_model_destroy(&m);

@@ -95,6 +95,8 @@ static void test_linear(int B, int I, int O, int pad)
     CHECK_MSG(gc_check("linear.b(broken)", c.b, db2, (size_t)O, lin_loss, &c, 40, 0.05, 1e-2, 1e-4,
                        3) > 0,
               "gradcheck reports a sign-flipped bias gradient");
+    CHECK_MSG(gc_last.worst_ratio > 5,
+              "a sign-flipped bias misses by only %.3g times the allowance", gc_last.worst_ratio);
     free(c.x), free(c.w), free(c.b), free(c.y), free(c.r), free(y2), free(dx), free(dx2);
     free(dw), free(dw2), free(db), free(db2), free(dw3);
 }
