@@ -8,6 +8,8 @@
 #   make mpi      build/mpi/fedsim-mpi with mpicc: `mpirun -np N build/mpi/fedsim-mpi run ...`
 #                 trains client jobs on MPI ranks 1..N-1 (installs Open MPI when missing); the
 #                 default build has no MPI dependency
+#   make fuzz     libFuzzer targets (clang), each run FUZZ_SECONDS (60) on its corpus in
+#                 tests/fuzz/corpus/; what they find is kept there, and make test replays it
 # Each mode builds in build/<mode>, so flags never mix. The public targets first run `deps`, then
 # re-enter make with MODE set: pkg-config is only asked once the packages are surely installed.
 MODE ?= release
@@ -20,6 +22,9 @@ DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml
 # Open MPI for `make mpi` and its test only (MPICH works too:
 # make mpi MPICC=mpicc.mpich BUILD=build/mpich).
 DEPS_MPI_DEB := libopenmpi-dev openmpi-bin
+
+# clang and its libFuzzer runtime for `make fuzz` only (the replay in make test uses gcc).
+DEPS_FUZZ_DEB := clang libclang-rt-14-dev
 
 PKGS := openblas msgpack yaml-0.1 zlib
 STD := -std=c11 -D_POSIX_C_SOURCE=200809L
@@ -59,8 +64,24 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench/bench_*.c))
 
+# Fuzzing (issue 37): one libFuzzer harness per decoder, tests/fuzz/fuzz_<name>.c, with its corpus
+# in tests/fuzz/corpus/<name>/ (adding a target is adding those two). make test links each harness
+# with tests/fuzz/replay.c under gcc and replays its corpus like any test binary; `make fuzz`
+# builds them with clang in build/fuzz. FUZZ selects targets, FUZZ_SECONDS is each one's budget.
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ ?= $(FUZZ_NAMES)
+FUZZ_SECONDS ?= 60
+OPT_fuzz := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+            -fno-omit-frame-pointer -fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt
+LIBEV_fuzz := -lev
+ifeq ($(MODE),fuzz)
+CC := clang
+$(LIB_OBJ): tests/fuzz/coverage-ignore.txt
+endif
+TEST_BIN += $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
+
 .PHONY: all run test bench check deps build run-tests run-bench check-format format \
-        check-symbols check-layers check-style clean mpi mpi-deps build-mpi
+        check-symbols check-layers check-style clean mpi mpi-deps build-mpi fuzz fuzz-deps run-fuzz
 all: deps
 	@$(MAKE) --no-print-directory MODE=release build
 
@@ -87,8 +108,8 @@ check: deps
 	@$(MAKE) --no-print-directory test
 
 # Install what is missing (we run as root on Debian; sudo is used when present otherwise).
-deps mpi-deps:
-	@missing=""; for p in $(if $(filter mpi-deps,$@),$(DEPS_MPI_DEB),$(DEPS_DEB)); do \
+deps mpi-deps fuzz-deps:
+	@missing=""; for p in $(if $(filter mpi-deps,$@),$(DEPS_MPI_DEB),$(if $(filter fuzz-deps,$@),$(DEPS_FUZZ_DEB),$(DEPS_DEB))); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -106,6 +127,8 @@ $(BUILD)/fedsim-mpi: $(BUILD)/sim/main.o $(BUILD)/sim/mpi.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+$(BUILD)/tests/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
@@ -122,7 +145,33 @@ run-tests: $(TEST_BIN) $(BUILD)/fedsim
 run-bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; done
 
-SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] plots/*.[ch] tests/*.[ch] tests/bench/*.[ch])
+fuzz: deps fuzz-deps
+	@$(MAKE) --no-print-directory MODE=fuzz run-fuzz
+
+# Each target fuzzes for FUZZ_SECONDS on one core: new inputs go to a scratch folder, and those
+# that reach new code are merged (-merge=1) into the committed corpus; a crash, leak, timeout or
+# out-of-memory is written into the corpus itself (crash-*, leak-*, ...), so make test replays it
+# until it is fixed. Logs: build/fuzz/<name>.log.
+run-fuzz: $(FUZZ:%=$(BUILD)/tests/fuzz/fuzz_%)
+	@bad=""; for n in $(FUZZ); do \
+	    c=tests/fuzz/corpus/$$n; new=$(BUILD)/new/$$n; log=$(BUILD)/$$n.log; \
+	    rm -rf $$new; mkdir -p $$c $$new; \
+	    OPENBLAS_NUM_THREADS=1 $(BUILD)/tests/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) \
+	        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$$c/ \
+	        $$new $$c >$$log 2>&1 || bad="$$bad $$n"; \
+	    before=$$(ls $$c | wc -l); \
+	    $(BUILD)/tests/fuzz/fuzz_$$n -merge=1 -artifact_prefix=$(BUILD)/ $$c $$new >>$$log 2>&1; \
+	    runs=$$(grep -m 1 '^Done [0-9]* runs' $$log); \
+	    cov=$$(grep -m 1 -E '^#[0-9]+[[:space:]]+DONE' $$log | sed 's/^.*DONE *//'); \
+	    echo "fuzz $$n: $$runs; $$cov; corpus $$before -> $$(ls $$c | wc -l) files"; \
+	    rm -rf $$new; \
+	done; \
+	if [ -n "$$bad" ]; then \
+	    echo "fuzz: found a bug in:$$bad (see build/fuzz/<name>.log; the input is in its corpus)"; \
+	    exit 1; \
+	fi
+
+SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] plots/*.[ch] tests/*.[ch] tests/bench/*.[ch] tests/fuzz/*.[ch])
 check-format:
 	clang-format --dry-run --Werror $(SRC_ALL)
 format:

@@ -1240,12 +1240,16 @@ int nn_maxpool2_argmax(const float *x, float y, int W)
  * vectorize the stride-2 loop itself below 16 windows a row, and cnn2's pools have 14 and 7. */
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+/* __builtin_shufflevector (constant lanes of the pair a:b) is spelled the same in clang and in
+ * GCC >= 12; GCC's own __builtin_shuffle does not exist in clang, which the fuzz build uses. */
+#define EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define ODD(a, b)  __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15)
+#define LO(a, b)   __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define HI(a, b)   __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
 
 INLINE void maxpool2_backward8(float *d0, float *d1, const float *x0, const float *x1,
                                const float *yr, const float *g)
 {
-    const v8i ev = {0, 2, 4, 6, 8, 10, 12, 14}, od = ev + 1;
-    const v8i lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = lo + 4;
     v8 a0, a1, b0, b1, m;
     v8i v;
     memcpy(&a0, x0, sizeof a0);
@@ -1254,13 +1258,12 @@ INLINE void maxpool2_backward8(float *d0, float *d1, const float *x0, const floa
     memcpy(&b1, x1 + 8, sizeof b1);
     memcpy(&m, yr, sizeof m);
     memcpy(&v, g, sizeof v);
-    v8i a = __builtin_shuffle(a0, a1, ev) == m;
-    v8i b = ~a & (__builtin_shuffle(a0, a1, od) == m);
-    v8i c = ~a & ~b & (__builtin_shuffle(b0, b1, ev) == m);
+    v8i a = EVEN(a0, a1) == m;
+    v8i b = ~a & (ODD(a0, a1) == m);
+    v8i c = ~a & ~b & (EVEN(b0, b1) == m);
     v8i d = ~a & ~b & ~c;
     v8i ra = v & a, rb = v & b, rc = v & c, rd = v & d;
-    v8i out[4] = {__builtin_shuffle(ra, rb, lo), __builtin_shuffle(ra, rb, hi),
-                  __builtin_shuffle(rc, rd, lo), __builtin_shuffle(rc, rd, hi)};
+    v8i out[4] = {LO(ra, rb), HI(ra, rb), LO(rc, rd), HI(rc, rd)};
     memcpy(d0, &out[0], 2 * sizeof out[0]); /* the bits of floats: v is g's bits, masked */
     memcpy(d1, &out[2], 2 * sizeof out[2]);
 }

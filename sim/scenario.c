@@ -1190,7 +1190,7 @@ int sim_scenario_digest(const sim_scenario *sc, uint64_t *text, uint64_t *env, s
     h = fold(h, p->n, sizeof(int) * (size_t)p->n_clients);
     h = fold(h, p->n_test, sizeof(int) * (size_t)p->n_clients);
     for (int k = 0; k < p->n_clients; k++) {
-        h = fold(h, p->idx[k], sizeof(int32_t) * (size_t)p->n[k]);
+        if (p->idx) h = fold(h, p->idx[k], sizeof(int32_t) * (size_t)p->n[k]); /* sizes: counts */
         if (p->n_test[k]) h = fold(h, p->test_idx[k], sizeof(int32_t) * (size_t)p->n_test[k]);
     }
     for (int k = 0; p->val_idx && k < p->n_clients; k++) { /* none: the hash it had before */

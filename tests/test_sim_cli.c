@@ -667,7 +667,7 @@ int main(void)
     free(txt);
     /* check prices each device's job as the algorithm does: pFedGate at s = 0.3, on devices that
      * turn sparsity into speed, trains faster and uploads less than FedAvg */
-    sim_time t_avg, u_avg, t_gate, u_gate;
+    sim_time t_avg = 0, u_avg = 0, t_gate = 0, u_gate = 0;
     const char *eff = "--set devices.profiles.fast.sparse_eff=1";
     snprintf(opts, sizeof opts, "%s --set algorithm.name=pfedgate --set algorithm.pfedgate.s=0.3",
              eff);

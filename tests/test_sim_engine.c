@@ -420,8 +420,8 @@ static void test_pfedgate_budget(void)
 /* Async FedBuff: 4 in flight, aggregate every 2 arrivals; slow clients' updates are stale. */
 static void test_async(void)
 {
-    const char *set[] = {"federation={mode: async, concurrency: 4, buffer: 2, staleness: {kind: "
-                         "polynomial, a: 0.5}}",
+    const char *set[] = {("federation={mode: async, concurrency: 4, buffer: 2, staleness: {kind: "
+                          "polynomial, a: 0.5}}"),
                          "rounds=8", "eval.every=4"};
     run r;
     run_text(&r, base_yaml(), set, 3);
