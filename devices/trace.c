@@ -202,8 +202,9 @@ fail:
 int dev_trace_load(dev_trace **out, const char *path, dev_trace_kind kind, sim_err *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open trace: %s", strerror(errno));
+    const char *why;
+    FILE *f = sim_open_input(path, &why);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open trace: %s", why);
     size_t cap = 4096, n = 0;
     char *text = sim_xmalloc(cap);
     for (;;) {

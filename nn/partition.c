@@ -348,8 +348,9 @@ int nn_partition_natural(nn_partition *p, const nn_dataset *train, sim_err *err)
 int nn_partition_file(nn_partition *p, const nn_dataset *train, const char *path, sim_err *err)
 {
     memset(p, 0, sizeof *p);
-    FILE *f = fopen(path, "r");
-    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    const char *why;
+    FILE *f = sim_open_input(path, &why);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open: %s", why);
     int32_t *owner = owner_new(train->n > 0 ? train->n : 1);
     int *first_line = sim_xmalloc((size_t)(train->n > 0 ? train->n : 1) * sizeof *first_line);
     char *line = NULL;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int sim_fail(sim_err *err, int code, const char *file, int line, int col, const char *fmt, ...)
@@ -156,4 +157,21 @@ char *sim_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     return memcpy(sim_xmalloc(n), s, n);
+}
+
+FILE *sim_open_input(const char *path, const char **why)
+{
+    FILE *f = fopen(path, "r");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st)) {
+        *why = strerror(errno);
+        if (f) fclose(f);
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        *why = S_ISDIR(st.st_mode) ? "it is a directory" : "it is a device, not a file";
+        fclose(f);
+        return NULL;
+    }
+    return f;
 }

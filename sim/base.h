@@ -59,6 +59,12 @@ void sim_out_discard(sim_out *o);
  * is the old file or the new one, never part of one. SIM_EIO naming the file and the reason. */
 int sim_write_file(const char *path, const void *data, size_t len, sim_err *err);
 
+/* fopen(path, "r") of a file a user named (a scenario, a catalog, a trace, a partition file):
+ * NULL with *why the OS reason, or what it is when a reader of the whole file could not use it:
+ * a directory, or a device, which it would read forever (/dev/zero). A pipe is a file here
+ * (`fedsim run <(make-scenario)`): it ends when its writer does. */
+FILE *sim_open_input(const char *path, const char **why);
+
 void *sim_xmalloc(size_t size);
 void *sim_xcalloc(size_t n, size_t size);
 void *sim_xrealloc(void *p, size_t size);

@@ -347,8 +347,9 @@ int sim_yaml_load_string(sim_yaml **root, const char *text, const char *name, si
 int sim_yaml_load_file(sim_yaml **root, const char *path, sim_err *err)
 {
     *root = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    const char *why;
+    FILE *f = sim_open_input(path, &why);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open: %s", why);
     size_t len = 0, cap = 4096;
     char *buf = sim_xmalloc(cap);
     for (;;) {

@@ -125,6 +125,14 @@ static void test_bad(void)
              "directory"},
             {"memory: 1 GiB}", "memory: 1 GiB, speed: {file: nope.trace}}",
              "bad.yaml:10:93: file: trace '/*/nope.trace': cannot open trace: No such file"},
+            /* a device or a directory is refused, not read forever or half-read */
+            {"{scheme: iid, clients: 4}", "{scheme: file, file: /dev/zero}",
+             "bad.yaml:4:27: partition.file: '/dev/zero': cannot open: it is a device, not a "
+             "file"},
+            {"devices:\n", "devices:\n  catalog: /tmp\n",
+             "bad.yaml:9:3: devices.catalog: '/tmp': cannot open: it is a directory"},
+            {"memory: 1 GiB}", "memory: 1 GiB, speed: {file: /dev/urandom}}",
+             "bad.yaml:10:93: file: trace '/dev/urandom': cannot open trace: it is a device"},
             {"memory: 1 GiB}",
              "memory: 1 GiB, availability: {kind: trace, file: nope.trace, lop: 1 h}}",
              "bad.yaml:10:131: unknown key 'lop'"},
