@@ -1125,6 +1125,25 @@ static int ckpt_bad(const char *path, const char *what, sim_err *err)
     return sim_fail(err, SIM_EFORMAT, path, 0, 0, "malformed checkpoint (%s); not loaded", what);
 }
 
+/* 1 when the engine queues events of this kind for who (schedule's callers): a job's phases for a
+ * client, the round's and the async refill's for none (-1). handle() trusts both. */
+static int queued_kind(int kind, int32_t who)
+{
+    switch (kind) {
+    case SIM_EV_DOWNLOAD_DONE:
+    case SIM_EV_TRAIN_DONE:
+    case SIM_EV_UPLOAD_DONE:
+    case SIM_EV_JOB_LOST:
+        return who >= 0;
+    case SIM_EV_ROUND_START:
+    case SIM_EV_DEADLINE:
+    case SIM_EV_RETRY:
+        return who == -1;
+    default:
+        return 0;
+    }
+}
+
 /* Restore the state saved by write_checkpoint into e, fresh from construction (clients
  * initialized, server new); the output lengths go to out_len. */
 static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4], const char *path,
@@ -1233,7 +1252,8 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[4
         int kind = (int)rd_int(&ev, 0, SIM_EV_COUNT - 1);
         int32_t who = (int32_t)rd_int(&ev, -1, n - 1);
         uint64_t arg = rd_u64(&ev);
-        if (ev.bad || seq >= next_seq) return ckpt_bad(path, "event queue", err);
+        if (ev.bad || seq >= next_seq || !queued_kind(kind, who))
+            return ckpt_bad(path, "event queue", err);
         /* pushing in heap-array order with seq forced reproduces the array exactly */
         e->q.next_seq = seq;
         sim_queue_push(&e->q, at, kind, who, arg);

@@ -168,9 +168,10 @@ int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int sl
     const msgpack_object *a = NULL;
     int64_t client, round;
     fl_job job;
+    /* client indexes the partition: one the environment does not have is a malformed frame */
     if (nn_msgpack_next(&u, body, len, &off, NULL, NULL) || off != len ||
         u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 5 ||
-        !(a = u.data.via.array.ptr) || get_int(&a[0], 0, INT32_MAX, &client) ||
+        !(a = u.data.via.array.ptr) || get_int(&a[0], 0, env->part->n_clients - 1, &client) ||
         get_int(&a[1], INT32_MIN, INT32_MAX, &round) ||
         get_bin(&a[2], 1, &job.down, &job.down_len) ||
         get_bin(&a[3], 1, &job.priv, &job.priv_len) ||

@@ -50,8 +50,8 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
 
 /* The worker side of one job: decode the job body (len bytes), train it with algo on env using
  * scratch w, and leave the result frame (prefix + body) in out. slot, gen and job_no (1-based,
- * per process) select the test hooks. SIM_EFORMAT when the job frame is malformed (out is then
- * unusable). */
+ * per process) select the test hooks. SIM_EFORMAT when the job frame is malformed or names a client
+ * env does not have (out is then unusable). */
 int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int slot, int gen,
                     int job_no, const void *body, size_t len, msgpack_sbuffer *out);
 
