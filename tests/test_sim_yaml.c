@@ -543,9 +543,11 @@ static void test_write(void)
     b = (sim_yaml *)1;
     CHECK(sim_yaml_load_file(&b, path, &e) == SIM_EIO && b == NULL);
     CHECK(strcmp(e.file, path) == 0 && strstr(e.msg, "cannot open") && e.line == 0);
-    /* a directory opens but cannot be read */
+    /* a directory, or a device that would be read forever, is refused at once */
     CHECK(sim_yaml_load_file(&b, "/tmp", &e) == SIM_EIO && b == NULL);
-    CHECK(strcmp(e.file, "/tmp") == 0 && strstr(e.msg, "cannot read"));
+    CHECK(strcmp(e.file, "/tmp") == 0 && strstr(e.msg, "cannot open: it is a directory"));
+    CHECK(sim_yaml_load_file(&b, "/dev/zero", &e) == SIM_EIO && b == NULL);
+    CHECK(strcmp(e.file, "/dev/zero") == 0 && strstr(e.msg, "it is a device, not a file"));
 
     /* a full disk is a write error, not silence */
     FILE *full = fopen("/dev/full", "w");
