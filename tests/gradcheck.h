@@ -117,16 +117,21 @@ static inline double gc_upper99(int nu)
     return sqrt(1 / (x * x * x));
 }
 
-static inline int gc_check_region(const char *what, float *theta, const float *grad, size_t n,
-                                  gc_loss_fn *loss, gc_region_fn *same_region, void *ctx,
-                                  int max_coords, double h, double rel_tol, double abs_tol,
-                                  uint64_t seed, int *kinks)
+/* The check of n_grads analytic gradients of one loss (one gradient computed two ways): the
+ * finite differences, which never read a gradient, are taken once and judge each in turn;
+ * bad[g] is gradient g's count of failing coordinates, the return value their sum. */
+static inline int gc_check_grads(const char *what, float *theta, const float *const *grads,
+                                 int n_grads, int *bad, size_t n, gc_loss_fn *loss,
+                                 gc_region_fn *same_region, void *ctx, int max_coords, double h,
+                                 double rel_tol, double abs_tol, uint64_t seed, int *kinks)
 {
     sim_rng r;
     sim_rng_seed(&r, seed, SIM_RNG_TEST, n);
     int checks = (size_t)max_coords < n ? max_coords : (int)n;
     gc_coord *cs = calloc((size_t)checks, sizeof *cs);
     gc_stats st = {.checked = checks, .min_step = HUGE_VAL};
+    for (int g = 0; g < n_grads; g++)
+        bad[g] = 0;
     double f0 = loss(ctx), sum4 = 0;
     int floats = (double)(float)f0 == f0; /* is the loss a float? */
     /* pass 1: each coordinate's Richardson pair at h/2 or, near a kink, below; its 4th difference
@@ -177,20 +182,26 @@ static inline int gc_check_region(const char *what, float *theta, const float *g
             }
             if (moved) break;
         }
-        double num = gc_richardson(c, c->lv);
-        double ana = grad[c->i], fd = gc_bound(c, c->lv, sigma);
-        double allowed = fd + fmax(abs_tol, rel_tol * (fabs(num) + fabs(ana)));
-        double ratio = fabs(num - ana) / allowed;
+        double num = gc_richardson(c, c->lv), fd = gc_bound(c, c->lv, sigma);
         st.judged++;
-        st.worst_ratio = fmax(st.worst_ratio, ratio);
         st.min_step = fmin(st.min_step, c->span[c->lv] / 2);
         st.max_step = fmax(st.max_step, c->span[c->lv] / 2);
-        if (ratio > 1) {
-            if (st.bad < 5)
-                printf("  gradcheck %s[%zu]: numeric %.6g analytic %.6g (allowed ±%.3g, of it %.3g "
-                       "measured at step %.3g)\n",
-                       what, c->i, num, ana, allowed, fd, c->span[c->lv] / 2);
-            st.bad++;
+        for (int g = 0; g < n_grads; g++) {
+            double ana = grads[g][c->i];
+            double allowed = fd + fmax(abs_tol, rel_tol * (fabs(num) + fabs(ana)));
+            double ratio = fabs(num - ana) / allowed;
+            st.worst_ratio = fmax(st.worst_ratio, ratio);
+            if (ratio > 1) {
+                if (bad[g] < 5) {
+                    printf("  gradcheck %s", what);
+                    if (n_grads > 1) printf(" #%d", g + 1);
+                    printf("[%zu]: numeric %.6g analytic %.6g (allowed ±%.3g, of it %.3g measured "
+                           "at step %.3g)\n",
+                           c->i, num, ana, allowed, fd, c->span[c->lv] / 2);
+                }
+                bad[g]++;
+                st.bad++;
+            }
         }
     }
     printf("  gradcheck %s: %d coordinates, %d failed, %d on kinks; loss %.6g, noise %.3g (%d "
@@ -201,6 +212,16 @@ static inline int gc_check_region(const char *what, float *theta, const float *g
     free(cs);
     gc_last = st;
     return st.bad;
+}
+
+static inline int gc_check_region(const char *what, float *theta, const float *grad, size_t n,
+                                  gc_loss_fn *loss, gc_region_fn *same_region, void *ctx,
+                                  int max_coords, double h, double rel_tol, double abs_tol,
+                                  uint64_t seed, int *kinks)
+{
+    int bad;
+    return gc_check_grads(what, theta, &grad, 1, &bad, n, loss, same_region, ctx, max_coords, h,
+                          rel_tol, abs_tol, seed, kinks);
 }
 
 static inline int gc_check(const char *what, float *theta, const float *grad, size_t n,

@@ -206,24 +206,6 @@ int main(void)
             CHECK(fl_p3_compose_backward(&d, &m, kb, B, u, v, du[batch], dv[batch]) ==
                   fl_p3_backward_flops(&d, kb, B));
             fl_p3_orth(&d, c.lambda, u, du[batch]);
-            int kinks = 0;
-            /* the loss (≈ 454, nearly all Eq. 32's) carries ≈ 2e-7 of float rounding noise,
-             * which sgemm's kernels set: at a fixed step 3e-3 the central difference of one
-             * coordinate missed by 1.5e-4 on OpenBLAS's generic kernels (issue 37); the checker
-             * measures the noise and takes the step it calls for */
-            const double h = 3e-3;
-            CHECK(gc_check_region("u", u, du[batch], d.n_u, floss, fsame, &c, 80, h, 1e-2, 1e-4, 1,
-                                  &kinks) == 0);
-            /* the kept v of each layer (the first block's first row) and a pruned block (grad 0) */
-            for (int k = 0; k < d.n; k++)
-                CHECK(gc_check_region("v", v + d.l[k].v_off, dv[batch] + d.l[k].v_off,
-                                      (size_t)d.l[k].S, floss, fsame, &c, 20, h, 1e-2, 1e-4, 2 + k,
-                                      &kinks) == 0);
-            size_t pruned = d.l[2].v_off + 3 * (size_t)d.l[2].S; /* fc1, block 3 */
-            CHECK(full ||
-                  gc_check_region("v pruned", v + pruned, dv[batch] + pruned, (size_t)d.l[2].S,
-                                  floss, fsame, &c, 10, h, 1e-2, 1e-4, 9, &kinks) == 0);
-            CHECK(kinks < 20);
         }
         double dw = 0; /* the weight gradients the batch form spares: fc1's and fc2's */
         for (int k = 2; k < d.n; k++)
@@ -236,8 +218,35 @@ int main(void)
             worst = fmax(worst, fabs(dv[0][j] - dv[1][j]) / (1e-3 + fabs(dv[0][j])));
         CHECK_MSG(worst < 1e-3, "recovery and batch forms differ by %g", worst);
         fl_p3_take(&d, &m, kb, B, NULL);
-        /* a broken chain is caught */
+        /* both forms' gradients against the finite differences of the one loss they differentiate,
+         * taken once. The loss (≈ 454, nearly all Eq. 32's) carries ≈ 2e-7 of float rounding
+         * noise, which sgemm's kernels set: at a fixed step 3e-3 the central difference of one
+         * coordinate missed by 1.5e-4 on OpenBLAS's generic kernels (issue 37); the checker
+         * measures the noise and takes the step it calls for */
         fctx c = {&d, &a, &m, kb, B, u, v, x, y, 0.1, 0};
+        floss(&c);
+        c.pattern = nn_model_pattern(&m);
+        const double h = 3e-3;
+        int kinks = 0, bad[2];
+        const float *both[2] = {du[0], du[1]};
+        gc_check_grads("u", u, both, 2, bad, d.n_u, floss, fsame, &c, 80, h, 1e-2, 1e-4, 1, &kinks);
+        CHECK(bad[0] == 0 && bad[1] == 0);
+        /* the kept v of each layer (the first block's first row) and a pruned block (grad 0) */
+        for (int k = 0; k < d.n; k++) {
+            const float *vk[2] = {dv[0] + d.l[k].v_off, dv[1] + d.l[k].v_off};
+            gc_check_grads("v", v + d.l[k].v_off, vk, 2, bad, (size_t)d.l[k].S, floss, fsame, &c,
+                           20, h, 1e-2, 1e-4, 2 + k, &kinks);
+            CHECK(bad[0] == 0 && bad[1] == 0);
+        }
+        size_t pruned = d.l[2].v_off + 3 * (size_t)d.l[2].S; /* fc1, block 3 */
+        if (!full) {
+            const float *vp[2] = {dv[0] + pruned, dv[1] + pruned};
+            gc_check_grads("v pruned", v + pruned, vp, 2, bad, (size_t)d.l[2].S, floss, fsame, &c,
+                           10, h, 1e-2, 1e-4, 9, &kinks);
+            CHECK(bad[0] == 0 && bad[1] == 0);
+        }
+        CHECK(kinks < 20);
+        /* a broken chain is caught */
         for (size_t j = 0; j < d.n_u; j++)
             du[0][j] *= 1.5f;
         CHECK(gc_check("u broken", u, du[0], d.n_u, floss, &c, 20, 3e-3, 1e-2, 1e-4, 1) > 0);
