@@ -144,6 +144,17 @@ void nn_pack_f32(msgpack_packer *pk, const float *v, size_t n)
     free(buf);
 }
 
+int nn_unpack_int(const msgpack_object *o, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX)
+        *out = (int64_t)o->via.u64;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        *out = o->via.i64;
+    else
+        return -1;
+    return *out >= lo && *out <= hi ? 0 : -1;
+}
+
 int nn_unpack_f32(float *v, size_t n, const msgpack_object *o, const char *what, sim_err *err)
 {
     if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != n * 4)

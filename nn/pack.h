@@ -33,6 +33,8 @@ int nn_unpack_params(float *params, const nn_arch *a, const void *buf, size_t le
 size_t nn_bin_bytes(size_t n);
 /* A string (a map key) as messages write one. */
 void nn_pack_str(msgpack_packer *pk, const char *s);
+/* *out = the integer o holds, if it is one in [lo, hi]: 0; else -1 (*out then unspecified). */
+int nn_unpack_int(const msgpack_object *o, int64_t lo, int64_t hi, int64_t *out);
 /* The value at string key k of map o; NULL when o is not a map or has no such key. */
 const msgpack_object *nn_map_get(const msgpack_object *o, const char *k);
 

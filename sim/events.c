@@ -24,17 +24,6 @@ static int str_is(const msgpack_object *o, const char *s)
            !memcmp(o->via.str.ptr, s, o->via.str.size);
 }
 
-static int get_int(const msgpack_object *o, int64_t lo, int64_t hi, int64_t *v)
-{
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX)
-        *v = (int64_t)o->via.u64;
-    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *v = o->via.i64;
-    else
-        return 0;
-    return *v >= lo && *v <= hi;
-}
-
 static int is_float(const msgpack_object *o)
 {
     return o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32;
@@ -68,9 +57,9 @@ static int take_record(ev_reader *r, const msgpack_object *o, size_t at, sim_err
     const msgpack_object *v = o->via.array.ptr;
     int64_t t, kind, client, round;
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 6 ||
-        !get_int(&v[0], 0, INT64_MAX, &t) || !get_int(&v[1], 0, r->n_kinds - 1, &kind) ||
-        !get_int(&v[2], -1, INT32_MAX, &client) || !get_int(&v[3], 0, INT32_MAX, &round) ||
-        !is_float(&v[4]) || !is_float(&v[5]))
+        nn_unpack_int(&v[0], 0, INT64_MAX, &t) || nn_unpack_int(&v[1], 0, r->n_kinds - 1, &kind) ||
+        nn_unpack_int(&v[2], -1, INT32_MAX, &client) ||
+        nn_unpack_int(&v[3], 0, INT32_MAX, &round) || !is_float(&v[4]) || !is_float(&v[5]))
         return sim_fail(err, SIM_EFORMAT, r->what, 0, 0,
                         "byte %zu: not an event record [time_ns, kind, client, round, bytes, "
                         "flops]",

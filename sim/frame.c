@@ -48,17 +48,6 @@ static void pack_bin_or_nil(msgpack_packer *pk, const void *p, size_t n)
         msgpack_pack_nil(pk);
 }
 
-static int get_int(const msgpack_object *o, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX)
-        *out = (int64_t)o->via.u64;
-    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *out = o->via.i64;
-    else
-        return -1;
-    return *out >= lo && *out <= hi ? 0 : -1;
-}
-
 static int get_cost(const msgpack_object *o, double *out)
 {
     if (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32) return -1;
@@ -112,23 +101,24 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
         *why = "not one msgpack object, or one declaring more than the frame holds";
     else if (u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size < 3)
         *why = "not an array of at least 3 fields";
-    else if (a = u.data.via.array.ptr, get_int(&a[0], RESULT_OK, RESULT_ERR, &kind))
+    else if (a = u.data.via.array.ptr, nn_unpack_int(&a[0], RESULT_OK, RESULT_ERR, &kind))
         *why = "bad status field";
-    else if (get_int(&a[1], INT32_MIN, INT32_MAX, &c) || c != client ||
-             get_int(&a[2], INT32_MIN, INT32_MAX, &r) || r != round)
+    else if (nn_unpack_int(&a[1], INT32_MIN, INT32_MAX, &c) || c != client ||
+             nn_unpack_int(&a[2], INT32_MIN, INT32_MAX, &r) || r != round)
         *why = "client or round does not match the job";
     else if (kind == RESULT_ERR &&
-             (u.data.via.array.size != RESULT_ERR_FIELDS || get_int(&a[3], -1000, -1, &code) ||
-              a[4].type != MSGPACK_OBJECT_STR || a[4].via.str.size >= sizeof o->err.msg))
+             (u.data.via.array.size != RESULT_ERR_FIELDS ||
+              nn_unpack_int(&a[3], -1000, -1, &code) || a[4].type != MSGPACK_OBJECT_STR ||
+              a[4].via.str.size >= sizeof o->err.msg))
         *why = "malformed error result";
     else if (kind == RESULT_OK &&
              (u.data.via.array.size != RESULT_OK_FIELDS || get_bin(&a[3], 0, &up, &up_len) ||
-              get_int(&a[4], 0, SIM_FRAME_MAX, &up_bytes) || get_bin(&a[5], 0, &priv, &priv_len) ||
-              get_cost(&a[6], &cost.flops) || get_cost(&a[7], &cost.flops_masked) ||
-              get_cost(&a[8], &cost.flops_masked_nnz) || get_cost(&a[9], &cost.bytes) ||
-              get_cost(&a[10], &cost.samples) ||
+              nn_unpack_int(&a[4], 0, SIM_FRAME_MAX, &up_bytes) ||
+              get_bin(&a[5], 0, &priv, &priv_len) || get_cost(&a[6], &cost.flops) ||
+              get_cost(&a[7], &cost.flops_masked) || get_cost(&a[8], &cost.flops_masked_nnz) ||
+              get_cost(&a[9], &cost.bytes) || get_cost(&a[10], &cost.samples) ||
               (a[11].type != MSGPACK_OBJECT_FLOAT64 && a[11].type != MSGPACK_OBJECT_FLOAT32) ||
-              get_int(&a[12], 0, INT32_MAX, &steps)))
+              nn_unpack_int(&a[12], 0, INT32_MAX, &steps)))
         *why = "missing field, wrong type or value out of range";
     else if (kind == RESULT_OK && (size_t)up_bytes != up_len)
         *why = "up_bytes does not match the up message's length";
@@ -171,8 +161,8 @@ int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int sl
     /* client indexes the partition: one the environment does not have is a malformed frame */
     if (nn_msgpack_next(&u, body, len, &off, NULL, NULL) || off != len ||
         u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 5 ||
-        !(a = u.data.via.array.ptr) || get_int(&a[0], 0, env->part->n_clients - 1, &client) ||
-        get_int(&a[1], INT32_MIN, INT32_MAX, &round) ||
+        !(a = u.data.via.array.ptr) || nn_unpack_int(&a[0], 0, env->part->n_clients - 1, &client) ||
+        nn_unpack_int(&a[1], INT32_MIN, INT32_MAX, &round) ||
         get_bin(&a[2], 1, &job.down, &job.down_len) ||
         get_bin(&a[3], 1, &job.priv, &job.priv_len) ||
         a[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
