@@ -253,7 +253,9 @@ static void softmax3(const float *z, double *w)
 
 /* SwitchNorm2d (the code's: eps 1e-5, running statistics with momentum 0.9 from 0, unbiased
  * instance variance): y = γ (x − μ)/√(σ² + eps) + β with μ, σ² a softmax mix of the instance,
- * layer and batch statistics. */
+ * layer and batch statistics. It stays here, not an nn/ layer: its statistics are summed in
+ * double and mixed by two 3-way softmaxes, its backward stops at its own parameters (the input is
+ * data), and nothing else uses it. */
 static void switchnorm_forward(fl_pg_gate *g, const gate_work *w, const float *x, int B, int train)
 {
     gate_at o = gate_offsets(g);
@@ -336,15 +338,13 @@ void fl_pg_gate_forward(fl_pg_gate *g, const float *x, int B, int train, double 
         nn_linear_forward(w.z[k], w.xn, g->p + o.w[k], dx, g->p + o.b[k], B, dx, L);
         nn_bn_forward(w.z[k], w.zh[k], w.inv[k], w.z[k], g->p + o.bg[k], g->p + o.bb[k],
                       g->p + o.rm[k], g->p + o.rv[k], B, L, train, 0.1f, 1e-5f);
-        float *out = k == 0 ? g->Gsum : g->M;
+        nn_sigmoid_forward(w.sg[k], w.z[k], (long)B * L);
+        float *out = k == 0 ? g->Gsum : g->M; /* the batch mean */
         for (int b = 0; b < L; b++)
             out[b] = 0;
         for (int n = 0; n < B; n++)
-            for (int b = 0; b < L; b++) {
-                float s = 1 / (1 + expf(-w.z[k][(size_t)n * L + b]));
-                w.sg[k][(size_t)n * L + b] = s;
-                out[b] += s / B;
-            }
+            for (int b = 0; b < L; b++)
+                out[b] += w.sg[k][(size_t)n * L + b] / B;
     }
     if (g->paths == 1) memcpy(g->M, g->Gsum, sizeof(float) * (size_t)L);
     for (int b = 0; b < L; b++)
@@ -380,10 +380,9 @@ void fl_pg_gate_backward(fl_pg_gate *g, const float *dG, const float *dM)
             dout[b] = k == 1 ? dM[b] : g->paths == 1 ? gG + dM[b] : gG;
         }
         for (int n = 0; n < B; n++)
-            for (int b = 0; b < L; b++) {
-                float s = w.sg[k][(size_t)n * L + b];
-                w.dz[(size_t)n * L + b] = dout[b] / B * s * (1 - s);
-            }
+            for (int b = 0; b < L; b++)
+                w.dz[(size_t)n * L + b] = dout[b] / B;
+        nn_sigmoid_backward(w.dz, w.dz, w.sg[k], (long)B * L);
         nn_bn_backward(w.dz, g->g + o.bg[k], g->g + o.bb[k], w.dz, w.zh[k], w.inv[k],
                        g->p + o.bg[k], B, L);
         nn_linear_backward(w.dxn + (size_t)k * nx, g->g + o.w[k], dx, g->g + o.b[k], w.dz, w.xn,

@@ -1334,6 +1334,18 @@ void nn_relu_backward(float *dx, const float *dy, const float *y, long n)
         dx[i] = y[i] > 0 ? dy[i] : 0.0f;
 }
 
+void nn_sigmoid_forward(float *y, const float *x, long n)
+{
+    for (long i = 0; i < n; i++)
+        y[i] = 1 / (1 + expf(-x[i]));
+}
+
+void nn_sigmoid_backward(float *dx, const float *dy, const float *y, long n)
+{
+    for (long i = 0; i < n; i++)
+        dx[i] = dy[i] * y[i] * (1 - y[i]);
+}
+
 void nn_bn_forward(float *y, float *xhat, float *invstd, const float *x, const float *gamma,
                    const float *beta, float *rmean, float *rvar, int B, int C, int train,
                    float momentum, float eps)

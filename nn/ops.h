@@ -86,6 +86,11 @@ void nn_relu_forward(float *y, const float *x, long n);
 /* dx = dy where the forward output y was positive; dx may alias dy */
 void nn_relu_backward(float *dx, const float *dy, const float *y, long n);
 
+/* y = 1/(1 + e^−x) in float (expf) */
+void nn_sigmoid_forward(float *y, const float *x, long n);
+/* dx = dy·y·(1 − y), multiplied left to right, from the forward output y; dx may alias dy */
+void nn_sigmoid_backward(float *dx, const float *dy, const float *y, long n);
+
 /* Batch norm over features, x (B,C). train: batch statistics (biased variance), running stats
  * updated with momentum (unbiased variance, as PyTorch); eval: running statistics. Saves xhat
  * (B,C) and invstd (C) for backward. gamma/beta/rmean/rvar are (C). y may alias x. */

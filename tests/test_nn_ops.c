@@ -184,7 +184,7 @@ static void test_conv(int B, int C, int H, int W, int O, int k, int s, int p, in
     free(dx), free(dx2), free(dw), free(dw2), free(db), free(db2);
 }
 
-/* ---- max-pool, relu, batch norm, softmax cross-entropy ---- */
+/* ---- max-pool, relu, sigmoid, batch norm, softmax cross-entropy ---- */
 typedef struct {
     float *x, *y, *r, *g, *b, *rm, *rv, *xh, *is;
     int32_t *lab;
@@ -208,6 +208,9 @@ static double misc_loss(void *q)
         return dot(c->y, c->r, (size_t)c->B * c->C);
     case 3:
         return nn_softmax_xent(NULL, c->x, c->lab, c->B, c->C);
+    case 5:
+        nn_sigmoid_forward(c->y, c->x, c->n);
+        return dot(c->y, c->r, (size_t)c->n);
     default:
         return nn_softmax_xent_soft(NULL, c->x, c->q, c->B, c->C);
     }
@@ -290,6 +293,17 @@ static void test_misc(void)
     misc_loss(&c);
     nn_relu_backward(dx, c.r, c.y, 50);
     CHECK(gc_check("relu.x", c.x, dx, 50, misc_loss, &c, 50, 1e-3, 1e-2, 1e-4, 8) == 0);
+    free(c.x), free(c.y), free(c.r), free(dx);
+
+    /* sigmoid, over its curved middle and its flat tails; backward in place (dx aliasing dy, as
+     * pFedGate's gate calls it) */
+    c.op = 5, c.n = 50;
+    c.x = rnd(50, 6), c.y = rnd(50, 1), c.r = rnd(50, 1), dx = rnd(50, 1);
+    misc_loss(&c);
+    CHECK_NEAR(c.y[7], 1 / (1 + exp(-(double)c.x[7])), 1e-7);
+    memcpy(dx, c.r, sizeof(float) * 50);
+    nn_sigmoid_backward(dx, dx, c.y, 50);
+    CHECK(gc_check("sigmoid.x", c.x, dx, 50, misc_loss, &c, 50, 1e-3, 1e-2, 1e-4, 14) == 0);
     free(c.x), free(c.y), free(c.r), free(dx);
 
     /* batch norm, training mode */
