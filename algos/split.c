@@ -26,6 +26,7 @@
  */
 #include "algos/algo.h"
 
+#include "nn/layers.h"
 #include "nn/pack.h"
 #include "sim/rng.h"
 
@@ -374,6 +375,7 @@ typedef struct pfedhn {
     double *z;    /* nl × dh: the last encoding's pre-activations (its output is the last row) */
     double *dz;   /* 2 × dh: backward scratch */
     float *gen;   /* n_shared: a generated shared part */
+    double *out;  /* n_shared: the generator's output, or the gradient it gets */
 } pfedhn;
 
 /* An input of encoder layer l for the last encoded client i: its embedding, or the ReLU of the
@@ -385,35 +387,23 @@ static const double *enc_input(const pfedhn *h, int i, int l, double *x)
             x[k] = h->phi[(size_t)i * h->de + k];
         return x;
     }
-    for (int k = 0; k < h->dh; k++)
-        x[k] = fmax(0, h->z[(size_t)(l - 1) * h->dh + k]);
+    nn_relu64_forward(x, h->z + (size_t)(l - 1) * h->dh, h->dh);
     return x;
 }
 
-/* Encode client i (h->z); its generated shared part into h->gen. Plain sums in double: small
- * next to a round's training, and the same floats whatever the BLAS threads. */
+/* Encode client i (h->z); its generated shared part into h->gen. nn/layers.h's sums in double:
+ * small next to a round's training, and the same floats whatever the BLAS threads. */
 static void hn_generate(pfedhn *h, int i)
 {
     double x[4096];
-    for (int l = 0; l < h->nl; l++) {
-        int in = l ? h->dh : h->de;
-        const double *a = enc_input(h, i, l, x);
-        const float *W = h->phi + h->w_off[l], *b = h->phi + h->b_off[l];
-        for (int o = 0; o < h->dh; o++) {
-            double acc = b[o];
-            for (int k = 0; k < in; k++)
-                acc += (double)W[(size_t)o * in + k] * a[k];
-            h->z[(size_t)l * h->dh + o] = acc;
-        }
-    }
+    for (int l = 0; l < h->nl; l++)
+        nn_linear64_forward(h->z + (size_t)l * h->dh, enc_input(h, i, l, x), h->phi + h->w_off[l],
+                            h->phi + h->b_off[l], 1, l ? h->dh : h->de, h->dh);
     const double *e = h->z + (size_t)(h->nl - 1) * h->dh;
-    for (size_t j = 0; j < h->sp.n_shared; j++) {
-        const float *W = h->phi + h->gw + j * h->dh;
-        double acc = h->phi[h->gb + j];
-        for (int k = 0; k < h->dh; k++)
-            acc += (double)W[k] * e[k];
-        h->gen[j] = (float)acc;
-    }
+    int n = (int)h->sp.n_shared;
+    nn_linear64_forward(h->out, e, h->phi + h->gw, h->phi + h->gb, 1, h->dh, n);
+    for (int j = 0; j < n; j++)
+        h->gen[j] = (float)h->out[j];
 }
 
 /* grad += ∂⟨g, gen(i)⟩/∂φ, with h->z client i's encoding. */
@@ -421,35 +411,29 @@ static void hn_backward(pfedhn *h, int i, const float *g)
 {
     double x[4096], *dz = h->dz, *da = h->dz + h->dh;
     const double *e = h->z + (size_t)(h->nl - 1) * h->dh;
+    int n = (int)h->sp.n_shared;
+    for (int j = 0; j < n; j++)
+        h->out[j] = g[j];
+    nn_linear64_backward(NULL, h->grad + h->gw, h->grad + h->gb, h->out, e, h->phi + h->gw, 1,
+                         h->dh, n);
+    /* the generator's input gradient stays here: its terms g·W are float products (rounded to
+     * float, then summed in double), where nn_linear64_backward multiplies in double */
     memset(dz, 0, sizeof(double) * (size_t)h->dh);
-    for (size_t j = 0; j < h->sp.n_shared; j++) {
-        const float *W = h->phi + h->gw + j * h->dh;
-        double *dW = h->grad + h->gw + j * h->dh;
-        h->grad[h->gb + j] += g[j];
-        for (int k = 0; k < h->dh; k++) {
-            dW[k] += g[j] * e[k];
+    for (int j = 0; j < n; j++) {
+        const float *W = h->phi + h->gw + (size_t)j * h->dh;
+        for (int k = 0; k < h->dh; k++)
             dz[k] += g[j] * W[k];
-        }
     }
     for (int l = h->nl - 1; l >= 0; l--) {
         int in = l ? h->dh : h->de;
         const double *a = enc_input(h, i, l, x);
-        const float *W = h->phi + h->w_off[l];
-        double *dW = h->grad + h->w_off[l], *db = h->grad + h->b_off[l];
-        memset(da, 0, sizeof(double) * (size_t)in);
-        for (int o = 0; o < h->dh; o++) {
-            db[o] += dz[o];
-            for (int k = 0; k < in; k++) {
-                dW[(size_t)o * in + k] += dz[o] * a[k];
-                da[k] += dz[o] * W[(size_t)o * in + k];
-            }
-        }
+        nn_linear64_backward(da, h->grad + h->w_off[l], h->grad + h->b_off[l], dz, a,
+                             h->phi + h->w_off[l], 1, in, h->dh);
         if (l == 0) {
             for (int k = 0; k < h->de; k++)
                 h->grad[(size_t)i * h->de + k] += da[k];
         } else {
-            for (int k = 0; k < h->dh; k++)
-                dz[k] = h->z[(size_t)(l - 1) * h->dh + k] > 0 ? da[k] : 0;
+            nn_relu64_backward(dz, da, a, h->dh); /* a: layer l − 1's ReLU output */
         }
     }
 }
@@ -479,6 +463,7 @@ static void *pfedhn_new(const fl_env *env, sim_err *err)
     h->z = sim_xcalloc((size_t)h->nl * h->dh, sizeof(double));
     h->dz = sim_xcalloc(2 * (size_t)(h->dh > h->de ? h->dh : h->de), sizeof(double));
     h->gen = sim_xcalloc(h->sp.n_shared + 1, sizeof(float));
+    h->out = sim_xcalloc(h->sp.n_shared + 1, sizeof(double));
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_PFEDHN, 0);
     for (size_t j = 0; j < h->w_off[0]; j++)
@@ -503,6 +488,7 @@ static void pfedhn_free(void *p)
     free(h->z);
     free(h->dz);
     free(h->gen);
+    free(h->out);
     free(h);
 }
 
