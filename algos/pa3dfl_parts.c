@@ -345,7 +345,13 @@ double fl_p3_orth(const fl_p3_net *d, double lambda, const float *u, float *du)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* the hyper-network */
+/* the hyper-network
+ *
+ * Its encoder stays written out here, not on nn/: its activations are float (rounded from a
+ * double sum, after the ReLU), its weight gradients float (each sample's term rounded before it is
+ * added), its input gradients double; nn/layers.h keeps activations and every gradient in double,
+ * nn/ops.h sums in float (sgemm), and neither gives these bits. The decoder is BLAS already; the
+ * attention (a softmax at a learned temperature) and the unit scaling have no nn/ counterpart. */
 
 static int enc_in(const fl_p3_hn *h, int k)
 {
