@@ -89,11 +89,8 @@ static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result 
     if (rem) nn_model_step_cost(m, rem, &cr);
     int64_t n_short = fl_job_short_batches(steps, n, B);
     double n_full = (double)(steps - n_short), ns = (double)n_short;
-    res->cost.flops += n_full * cb.flops + ns * cr.flops;
-    res->cost.flops_masked += n_full * cb.flops_masked + ns * cr.flops_masked;
-    res->cost.flops_masked_nnz += n_full * cb.flops_masked_nnz + ns * cr.flops_masked_nnz;
-    res->cost.bytes += n_full * cb.bytes + ns * cr.bytes;
-    res->cost.samples += n_full * cb.samples + ns * cr.samples;
+    for (int i = 0; i < NN_COST_N; i++)
+        *nn_cost_at(&res->cost, i) += n_full * nn_cost_get(&cb, i) + ns * nn_cost_get(&cr, i);
     fl_count_steps(res, steps);
 }
 
@@ -162,12 +159,7 @@ int fl_loop_next(fl_loop *L)
 
 void fl_loop_finish(fl_loop *L, fl_result *res)
 {
-    const nn_cost *now = &L->m->cost, *b = &L->before;
-    res->cost.flops += now->flops - b->flops;
-    res->cost.flops_masked += now->flops_masked - b->flops_masked;
-    res->cost.flops_masked_nnz += now->flops_masked_nnz - b->flops_masked_nnz;
-    res->cost.bytes += now->bytes - b->bytes;
-    res->cost.samples += now->samples - b->samples;
+    nn_cost_add_diff(&res->cost, &L->m->cost, &L->before);
     res->loss = L->steps ? L->loss / L->steps : 0;
     fl_count_steps(res, L->steps);
     nn_batcher_destroy(&L->b);

@@ -29,9 +29,9 @@ static double work_per_period(const dev_trace *t, double compute)
     return compute * (w / 1e9);
 }
 
-double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
-                      double flops_masked_nnz)
+double dev_work_flops(const dev_profile *p, const dev_work *w)
 {
+    double flops = w->flops, flops_masked = w->flops_masked, flops_masked_nnz = w->flops_masked_nnz;
     assert(flops >= 0 && flops_masked >= 0 && flops_masked_nnz >= 0);
     /* sums of per-layer counts may differ in the last bits: tolerate that, catch real mix-ups */
     assert(flops_masked_nnz <= flops_masked * (1 + 1e-9) &&
@@ -41,15 +41,15 @@ double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
     return work > 0 ? work : 0;
 }
 
-sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, double bytes, double steps, sim_time start)
+sim_time dev_compute_ns(const dev_profile *p, const dev_work *w, sim_time start)
 {
+    double steps = w->steps, bytes = w->bytes;
     assert(p->compute_flops > 0 && "profile without compute");
     assert(start >= 0 && steps >= 0 && bytes >= 0);
     /* the overhead and the memory traffic as the work they stand for at full speed, so a speed
      * trace scales them alike */
-    double work = dev_work_flops(p, flops, flops_masked, flops_masked_nnz) +
-                  p->compute_flops * steps * ((double)p->step_overhead_ns / 1e9);
+    double work =
+            dev_work_flops(p, w) + p->compute_flops * steps * ((double)p->step_overhead_ns / 1e9);
     if (p->mem_bandwidth_bps > 0) work += p->compute_flops * (8 * bytes / p->mem_bandwidth_bps);
     if (work <= 0) return 0;
     const dev_trace *tr = p->speed;
@@ -83,6 +83,26 @@ sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
         }
         t = next;
     }
+}
+
+/* a + b, saturating at DEV_TIME_NEVER (a phase that never ends) */
+static sim_time sat_add(sim_time a, sim_time b)
+{
+    return b == DEV_TIME_NEVER || a > DEV_TIME_NEVER - b ? DEV_TIME_NEVER : a + b;
+}
+
+void dev_price(const dev_profile *p, const dev_job *job, sim_time start, dev_phases *out)
+{
+    assert(start >= 0 && job->down_bytes >= 0 && job->up_bytes >= 0);
+    out->down = job->down_bytes > 0 || job->down_always
+                        ? dev_transfer_ns(p->latency_ns, job->down_bytes, p->down_bps)
+                        : 0;
+    out->down_end = sat_add(start, out->down);
+    out->train = dev_compute_ns(p, &job->work, out->down_end);
+    out->train_end = sat_add(out->down_end, out->train);
+    out->up = job->up_bytes > 0 ? dev_transfer_ns(p->latency_ns, job->up_bytes, p->up_bps) : 0;
+    out->up_end = sat_add(out->train_end, out->up);
+    out->flops = dev_work_flops(p, &job->work);
 }
 
 /* Weighted least squares over the terms in `use` (bit 0 FLOPs, 1 bytes, 2 the constant):

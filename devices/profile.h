@@ -28,7 +28,9 @@
  * pa3dfl-cnn's time per step by up to 12.5% over widths 1 to 1/16, all three terms (17.7 GB/s)
  * by 4.1%.
  *
- * Durations are computed in double seconds and rounded once to the nearest ns.
+ * Durations are computed in double seconds and rounded once to the nearest ns. dev_price strings
+ * one job's download, training and upload together; the engine and `fedsim check` both price jobs
+ * through it.
  *
  * In a file a profile is a YAML map with units in every value:
  *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
@@ -99,18 +101,47 @@ typedef struct dev_profile {
                                        holds the nominal value: the median, or the midpoint */
 } dev_profile;
 
-/* The FLOPs the device executes for a job: flops is what the job computed counting masked
- * weights as dense; flops_masked is the dense count of the unstructured-masked layers and
- * flops_masked_nnz the part of it on unmasked weights (0 <= nnz <= masked <= flops); the device's
- * sparse runtime skips sparse_eff of the masked-out part. */
-double dev_work_flops(const dev_profile *p, double flops, double flops_masked,
-                      double flops_masked_nnz);
-/* Time to execute a job of those FLOP counts, `bytes` of activations and `steps` SGD steps
- * starting at `start` (>= 0). With a speed trace the work is integrated over the trace from
- * start; DEV_TIME_NEVER when it never finishes (speed 0 for ever) or would take longer than
- * int64 ns can count. */
-sim_time dev_compute_ns(const dev_profile *p, double flops, double flops_masked,
-                        double flops_masked_nnz, double bytes, double steps, sim_time start);
+/* A job's work as a device sees it (sim/cost.c makes it from the job's nn_cost and steps).
+ * flops is what the job computed counting masked weights as dense; flops_masked is the dense count
+ * of the unstructured-masked layers and flops_masked_nnz the part of it on unmasked weights
+ * (0 <= nnz <= masked <= flops); bytes the activations it wrote; steps its SGD steps. */
+typedef struct dev_work {
+    double flops, flops_masked, flops_masked_nnz;
+    double bytes;
+    double steps;
+} dev_work;
+
+/* A job to price: its work, and its messages' bytes on the wire (>= 0, 0 = none). An upload of 0
+ * bytes is not sent: the job is done when its training ends. A download of 0 bytes takes the
+ * latency when down_always is set (the engine: the dispatch itself reaches the device), no time
+ * otherwise (`fedsim check`'s rows). */
+typedef struct dev_job {
+    dev_work work;
+    double down_bytes, up_bytes;
+    int down_always;
+} dev_job;
+
+/* When a job's phases end, run back to back on one device: the download from the start, the
+ * training from the download's end (so a speed trace applies from there), the upload from the
+ * training's end. A phase that never ends (speed 0 for ever, or beyond int64 ns) is
+ * DEV_TIME_NEVER, and so is every end from it on. */
+typedef struct dev_phases {
+    sim_time down, train, up;             /* durations; up 0 without an upload */
+    sim_time down_end, train_end, up_end; /* instants; up_end = train_end without an upload */
+    double flops;                         /* what the device executes: dev_work_flops */
+} dev_phases;
+
+/* Price job on p starting at start (>= 0): its phases into *out. The one place the cost model's
+ * terms meet: the engine schedules from it and `fedsim check` prints it. */
+void dev_price(const dev_profile *p, const dev_job *job, sim_time start, dev_phases *out);
+
+/* The FLOPs the device executes for work: the device's sparse runtime skips sparse_eff of the
+ * masked-out part (flops_masked - flops_masked_nnz). */
+double dev_work_flops(const dev_profile *p, const dev_work *w);
+/* Time to execute work starting at `start` (>= 0). With a speed trace the work is integrated over
+ * the trace from start; DEV_TIME_NEVER when it never finishes (speed 0 for ever) or would take
+ * longer than int64 ns can count. */
+sim_time dev_compute_ns(const dev_profile *p, const dev_work *w, sim_time start);
 /* The compute (FLOP/s), memory bandwidth (bytes/s) and step_overhead (seconds) that best predict
  * the measured seconds per step secs[i] of steps of flops[i] FLOPs writing bytes[i] bytes of
  * activations (n >= 1 points, all > 0; bytes NULL: no bandwidth term): least squares on the

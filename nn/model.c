@@ -860,12 +860,20 @@ static double act_floats(const nn_model *m, int i, int B, int back)
     }
 }
 
+#define NN_COST_ROW(name, work) {#name, offsetof(nn_cost, name), work},
+const nn_cost_term nn_cost_terms[NN_COST_N] = {NN_COST_TERMS(NN_COST_ROW)};
+#undef NN_COST_ROW
+
 void nn_cost_add(nn_cost *to, const nn_cost *c, double k)
 {
-    to->flops += k * c->flops;
-    to->flops_masked += k * c->flops_masked;
-    to->flops_masked_nnz += k * c->flops_masked_nnz;
-    to->bytes += k * c->bytes;
+    for (int i = 0; i < NN_COST_N; i++)
+        if (nn_cost_terms[i].work) *nn_cost_at(to, i) += k * nn_cost_get(c, i);
+}
+
+void nn_cost_add_diff(nn_cost *to, const nn_cost *now, const nn_cost *before)
+{
+    for (int i = 0; i < NN_COST_N; i++)
+        *nn_cost_at(to, i) += nn_cost_get(now, i) - nn_cost_get(before, i);
 }
 
 static void add_cost(nn_cost *c, double flops, int masked, double density)

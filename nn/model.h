@@ -88,16 +88,52 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
  * each layer's output and a convolution's input unfolded into k·k-long columns; backward, each
  * layer's input gradient (unfolded too for a convolution) except the data's, and ReLU's in
  * place. It grows with width where FLOPs grow with its square: the memory traffic that makes a
- * narrow model slower than its FLOPs say (devices/profile.h, mem_bandwidth). */
+ * narrow model slower than its FLOPs say (devices/profile.h, mem_bandwidth).
+ * samples counts the training samples processed.
+ *
+ * NN_COST_TERMS lists the terms once, as X(name, work): the struct, nn_cost_terms[] and every walk
+ * over the terms (nn_cost_add, the result frame in sim/frame.c, a job's device work in sim/cost.c)
+ * come from it, so a new term is a line here plus the code that produces it. work 1 marks a count
+ * of work that nn_cost_add scales and adds; samples (0) are the caller's to count. */
+#define NN_COST_TERMS(X)                                                                           \
+    X(flops, 1)                                                                                    \
+    X(flops_masked, 1)                                                                             \
+    X(flops_masked_nnz, 1)                                                                         \
+    X(bytes, 1)                                                                                    \
+    X(samples, 0)
+
+#define NN_COST_MEMBER(name, work) double name;
 typedef struct nn_cost {
-    double flops;
-    double flops_masked;
-    double flops_masked_nnz;
-    double bytes;
-    double samples; /* training samples processed */
+    NN_COST_TERMS(NN_COST_MEMBER)
 } nn_cost;
+#undef NN_COST_MEMBER
+
+#define NN_COST_ONE(name, work) +1
+enum { NN_COST_N = 0 NN_COST_TERMS(NN_COST_ONE) }; /* the number of terms */
+#undef NN_COST_ONE
+
+/* One term: its name (the member's), where it sits in nn_cost, and its work flag. */
+typedef struct nn_cost_term {
+    const char *name;
+    size_t off;
+    int work;
+} nn_cost_term;
+extern const nn_cost_term nn_cost_terms[NN_COST_N]; /* in NN_COST_TERMS order */
+
+/* Term i (< NN_COST_N) of c. */
+static inline double *nn_cost_at(nn_cost *c, int i)
+{
+    return (double *)((char *)c + nn_cost_terms[i].off);
+}
+static inline double nn_cost_get(const nn_cost *c, int i)
+{
+    return *(const double *)((const char *)c + nn_cost_terms[i].off);
+}
+
 /* to's work counts (FLOPs, masked FLOPs, bytes) += k × c's; samples are the caller's to count. */
 void nn_cost_add(nn_cost *to, const nn_cost *c, double k);
+/* Every term of to += now's - before's: what a model's running count grew by (samples too). */
+void nn_cost_add_diff(nn_cost *to, const nn_cost *now, const nn_cost *before);
 
 typedef struct nn_sgd {
     float lr;

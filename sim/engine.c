@@ -11,6 +11,7 @@
 #include "nn/pack.h"
 #include "nn/train.h"
 #include "sim/checkpoint.h"
+#include "sim/cost.h"
 #include "sim/fanout.h"
 #include "sim/pool.h"
 #include "sim/queue.h"
@@ -195,12 +196,6 @@ double sim_message_bytes(const sim_run_spec *spec, size_t len)
 /* ---------------------------------------------------------------------------------------- */
 /* jobs */
 
-/* a + b, saturating at DEV_TIME_NEVER (a job that never ends) */
-static sim_time sat_add(sim_time a, sim_time b)
-{
-    return b == DEV_TIME_NEVER || a > DEV_TIME_NEVER - b ? DEV_TIME_NEVER : a + b;
-}
-
 static void schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t arg)
 {
     assert(at >= e->now && "never schedule into the past");
@@ -225,15 +220,14 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
                         "training diverged: client %d's loss is %g in round %d (lower "
                         "algorithm.lr, or set algorithm.clip)",
                         c, r->loss, e->round);
-    double db = sim_message_bytes(&e->spec, down_len),
-           ub = sim_message_bytes(&e->spec, r->up_bytes);
-    sim_time t_down = sat_add(e->now, dev_transfer_ns(dev->latency_ns, db, dev->down_bps));
-    sim_time t_train = sat_add(t_down, dev_compute_ns(dev, r->cost.flops, r->cost.flops_masked,
-                                                      r->cost.flops_masked_nnz, r->cost.bytes,
-                                                      r->steps, t_down));
-    sim_time t_up = r->up_bytes
-                            ? sat_add(t_train, dev_transfer_ns(dev->latency_ns, ub, dev->up_bps))
-                            : t_train;
+    double db = sim_message_bytes(&e->spec, down_len);
+    dev_job job = {.work = sim_cost_work(&r->cost, r->steps),
+                   .down_bytes = db,
+                   .up_bytes = sim_message_bytes(&e->spec, r->up_bytes),
+                   .down_always = 1};
+    dev_phases ph;
+    dev_price(dev, &job, e->now, &ph);
+    sim_time t_down = ph.down_end, t_train = ph.train_end, t_up = ph.up_end;
     uint64_t id = ++e->next_job;
     cl->busy = 1;
     cl->job_round = e->round;
@@ -263,8 +257,7 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     cl->busy_ns += end - e->now;
     if (t_down <= end) schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
     /* what the device executed: the masked-out FLOPs its sparse runtime skips are not counted */
-    cl->job_flops =
-            dev_work_flops(dev, r->cost.flops, r->cost.flops_masked, r->cost.flops_masked_nnz);
+    cl->job_flops = ph.flops;
     cl->job_start = e->now;
     cl->job_down_end = t_down;
     cl->job_train_end = t_train;

@@ -10,7 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { RESULT_OK = 0, RESULT_ERR = 1, RESULT_OK_FIELDS = 13, RESULT_ERR_FIELDS = 5 };
+/* A result's fields: status, client, round, up, up_bytes, priv, then the cost terms from COST on,
+ * then the loss (LOSS) and steps. */
+enum {
+    RESULT_OK = 0,
+    RESULT_ERR = 1,
+    RESULT_COST = 6,
+    RESULT_LOSS = RESULT_COST + NN_COST_N,
+    RESULT_OK_FIELDS = RESULT_LOSS + 2,
+    RESULT_ERR_FIELDS = 5,
+};
 
 uint32_t sim_frame_len(const unsigned char *p)
 {
@@ -48,11 +57,16 @@ static void pack_bin_or_nil(msgpack_packer *pk, const void *p, size_t n)
         msgpack_pack_nil(pk);
 }
 
-static int get_cost(const msgpack_object *o, double *out)
+/* Every cost term from a[0] on, in nn_cost_terms order: finite floats >= 0. */
+static int get_cost(const msgpack_object *a, nn_cost *out)
 {
-    if (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32) return -1;
-    *out = o->via.f64;
-    return isfinite(*out) && *out >= 0 ? 0 : -1;
+    for (int i = 0; i < NN_COST_N; i++) {
+        if (a[i].type != MSGPACK_OBJECT_FLOAT64 && a[i].type != MSGPACK_OBJECT_FLOAT32) return -1;
+        double *x = nn_cost_at(out, i);
+        *x = a[i].via.f64;
+        if (!(isfinite(*x) && *x >= 0)) return -1;
+    }
+    return 0;
 }
 
 /* bin, or nil (allow_nil) for none */
@@ -114,11 +128,10 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
     else if (kind == RESULT_OK &&
              (u.data.via.array.size != RESULT_OK_FIELDS || get_bin(&a[3], 0, &up, &up_len) ||
               nn_unpack_int(&a[4], 0, SIM_FRAME_MAX, &up_bytes) ||
-              get_bin(&a[5], 0, &priv, &priv_len) || get_cost(&a[6], &cost.flops) ||
-              get_cost(&a[7], &cost.flops_masked) || get_cost(&a[8], &cost.flops_masked_nnz) ||
-              get_cost(&a[9], &cost.bytes) || get_cost(&a[10], &cost.samples) ||
-              (a[11].type != MSGPACK_OBJECT_FLOAT64 && a[11].type != MSGPACK_OBJECT_FLOAT32) ||
-              nn_unpack_int(&a[12], 0, INT32_MAX, &steps)))
+              get_bin(&a[5], 0, &priv, &priv_len) || get_cost(&a[RESULT_COST], &cost) ||
+              (a[RESULT_LOSS].type != MSGPACK_OBJECT_FLOAT64 &&
+               a[RESULT_LOSS].type != MSGPACK_OBJECT_FLOAT32) ||
+              nn_unpack_int(&a[RESULT_LOSS + 1], 0, INT32_MAX, &steps)))
         *why = "missing field, wrong type or value out of range";
     else if (kind == RESULT_OK && (size_t)up_bytes != up_len)
         *why = "up_bytes does not match the up message's length";
@@ -134,7 +147,7 @@ int sim_frame_take_result(const void *body, size_t len, int32_t client, int32_t 
         if (priv_len) msgpack_sbuffer_write(&o->res.priv, priv, priv_len);
         o->res.up_bytes = (size_t)up_bytes;
         o->res.cost = cost;
-        o->res.loss = a[11].via.f64;
+        o->res.loss = a[RESULT_LOSS].via.f64;
         o->res.steps = (int)steps;
     }
     msgpack_unpacked_destroy(&u);
@@ -201,11 +214,8 @@ int sim_frame_serve(const fl_algo *algo, const fl_env *env, fl_worker *w, int sl
         pack_bin(&pk, res.up.data, res.up.size);
         msgpack_pack_uint64(&pk, res.up_bytes);
         pack_bin(&pk, res.priv.data, res.priv.size);
-        msgpack_pack_double(&pk, res.cost.flops);
-        msgpack_pack_double(&pk, res.cost.flops_masked);
-        msgpack_pack_double(&pk, res.cost.flops_masked_nnz);
-        msgpack_pack_double(&pk, res.cost.bytes);
-        msgpack_pack_double(&pk, res.cost.samples);
+        for (int i = 0; i < NN_COST_N; i++)
+            msgpack_pack_double(&pk, nn_cost_get(&res.cost, i));
         msgpack_pack_double(&pk, res.loss);
         msgpack_pack_int(&pk, res.steps);
     }

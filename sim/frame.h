@@ -4,8 +4,8 @@
  * the MPI build (sim/mpi.c) sends the same bytes as MPI messages. A frame is a 4-byte big-endian
  * length and one msgpack array:
  *   job:    [client, round, down (bin|nil), priv (bin|nil), stream (uint)]
- *   result: [0, client, round, up (bin), up_bytes, priv (bin), flops, flops_masked,
- *            flops_masked_nnz, bytes, samples, loss, steps]
+ *   result: [0, client, round, up (bin), up_bytes, priv (bin), cost..., loss, steps]
+ *            cost...: nn_cost's terms in NN_COST_TERMS order (nn/model.h), each a float
  *        or [1, client, round, code, message]   (client_train failed)
  * Only messages and private states travel: a worker has the datasets, partition and environment
  * already (inherited by fork, or loaded by the MPI rank itself). Results are validated field by

@@ -17,6 +17,7 @@
 #include "sim/base.h"
 #include "sim/blas.h"
 #include "sim/checkpoint.h"
+#include "sim/cost.h"
 #include "sim/engine.h"
 #include "sim/events.h"
 #include "sim/rng.h"
@@ -1054,9 +1055,8 @@ static int cmd_check(int argc, char **argv)
         if (sc.spec.algo->client_train(&env, &job, &wk, &res, &aerr) ||
             fl_fedavg.client_train(&env, &ref, &wk, &rd, &aerr))
             rc = print_err(&aerr);
-        double work = dev_work_flops(d, res.cost.flops, res.cost.flops_masked,
-                                     res.cost.flops_masked_nnz),
-               ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1,
+        dev_work rw = sim_cost_work(&res.cost, res.steps);
+        double work = dev_work_flops(d, &rw), ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1,
                act_ratio = rd.cost.bytes > 0 ? res.cost.bytes / rd.cost.bytes : 1,
                step_ratio = rd.steps > 0 ? (double)res.steps / rd.steps : 1;
         double down_b = sim_message_bytes(&sc.spec, job.down_len),
@@ -1076,15 +1076,20 @@ static int cmd_check(int argc, char **argv)
         }
         char fits[32] = "yes";
         if (fit < count) snprintf(fits, sizeof fits, fit ? "%d/%d" : "NO", fit, count);
-        sim_time td = down_b > 0 ? dev_transfer_ns(d->latency_ns, down_b, d->down_bps) : 0;
-        sim_time tt =
-                dev_compute_ns(d, flops * ratio, 0, 0, act * act_ratio, steps * step_ratio, 0);
-        sim_time tu = up_b > 0 ? dev_transfer_ns(d->latency_ns, up_b, d->up_bps) : 0;
+        /* the average client's training: the model's, scaled by the algorithm's ratios (its FLOPs
+         * are executed ones already, nothing masked is left to skip) */
+        dev_job aj = {.work = {.flops = flops * ratio,
+                               .bytes = act * act_ratio,
+                               .steps = steps * step_ratio},
+                      .down_bytes = down_b,
+                      .up_bytes = up_b};
+        dev_phases ph;
+        dev_price(d, &aj, 0, &ph);
         char a[32], b[32], cc[32], j[32];
-        sim_format_time(a, sizeof a, td);
-        sim_format_time(b, sizeof b, tt);
-        sim_format_time(cc, sizeof cc, tu);
-        sim_format_time(j, sizeof j, td + tt + tu);
+        sim_format_time(a, sizeof a, ph.down);
+        sim_format_time(b, sizeof b, ph.train);
+        sim_format_time(cc, sizeof cc, ph.up);
+        sim_format_time(j, sizeof j, ph.up_end);
         printf("# %-20s %8d %12s %12s %12s %12s %6s\n", d->name, count, a, b, cc, j, fits);
     }
     fl_worker_destroy(&wk);

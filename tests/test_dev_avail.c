@@ -332,7 +332,7 @@ static void test_yaml_traces(void)
         CHECK(p.avail.kind == DEV_AVAIL_TRACE && p.avail.trace->period == 24 * H);
         CHECK(p.avail.offset_random == 1 && p.speed && p.speed->period == 2 * SIM_SEC);
         /* 1.2e10 FLOPs at 8 GFLOPS with speed 1 then 0.5 each second: 8e9 + 4e9 = 2 s */
-        CHECK_EQ_I64(dev_compute_ns(&p, 1.2e10, 0, 0, 0, 0, 0), 2000000000);
+        CHECK_EQ_I64(dev_compute_ns(&p, &(dev_work){.flops = 1.2e10}, 0), 2000000000);
         dev_profile_describe(&p, buf, sizeof buf);
         CHECK_MSG(strstr(buf, "trace(day.trace, loop 1.00 d, random offset)") &&
                           strstr(buf, "speed load.trace"),

@@ -20,6 +20,24 @@ static dev_trace *speed_trace(const char *text)
     return t;
 }
 
+/* dev_compute_ns and dev_work_flops on work given term by term */
+static sim_time compute(const dev_profile *p, double flops, double masked, double nnz, double bytes,
+                        double steps, sim_time start)
+{
+    dev_work w = {.flops = flops,
+                  .flops_masked = masked,
+                  .flops_masked_nnz = nnz,
+                  .bytes = bytes,
+                  .steps = steps};
+    return dev_compute_ns(p, &w, start);
+}
+
+static double work_flops(const dev_profile *p, double flops, double masked, double nnz)
+{
+    dev_work w = {.flops = flops, .flops_masked = masked, .flops_masked_nnz = nnz};
+    return dev_work_flops(p, &w);
+}
+
 /* The fit recovers a cost model from times it generated, keeps the bandwidth and overhead terms
  * >= 0 (leaving out a term that wants less), and with one point is FLOPs alone. */
 static void test_fit(void)
@@ -84,97 +102,94 @@ static void test_compute(void)
     p.compute_flops = 8e9; /* 8 GFLOPS */
 
     /* 1.6e10 FLOPs at 8 GFLOPS: exactly 2 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 12345),
-                 2000000000); /* no trace: start-free */
-    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 0, 0, 0), 0);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8, 0, 0, 0, 0, 0), 1); /* 1 ns */
-    CHECK_EQ_I64(dev_compute_ns(&p, 3, 0, 0, 0, 0, 0), 0); /* 0.375 ns rounds to 0 */
-    CHECK_EQ_I64(dev_compute_ns(&p, 5, 0, 0, 0, 0, 0), 1); /* 0.625 ns rounds to 1 */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 12345), 2000000000); /* no trace: start-free */
+    CHECK_EQ_I64(compute(&p, 0, 0, 0, 0, 0, 0), 0);
+    CHECK_EQ_I64(compute(&p, 8, 0, 0, 0, 0, 0), 1); /* 1 ns */
+    CHECK_EQ_I64(compute(&p, 3, 0, 0, 0, 0, 0), 0); /* 0.375 ns rounds to 0 */
+    CHECK_EQ_I64(compute(&p, 5, 0, 0, 0, 0, 0), 1); /* 0.625 ns rounds to 1 */
 
     /* 8e9 of the 1.6e10 FLOPs are in masked layers, 2e9 of those on kept weights: 6e9 skippable */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2000000000); /* sparse_eff 0 */
-    p.sparse_eff = 0.5;                                                      /* 1.3e10 -> 1.625 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1625000000);
-    CHECK(dev_work_flops(&p, 1.6e10, 8e9, 2e9) == 1.3e10); /* the FLOPs counted for the client */
-    p.sparse_eff = 1.0;                                    /* proportional: 1e10 -> 1.25 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1250000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 8e9, 0, 0, 0),
-                 2000000000); /* nothing masked out */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2000000000); /* sparse_eff 0 */
+    p.sparse_eff = 0.5;                                               /* 1.3e10 -> 1.625 s */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1625000000);
+    CHECK(work_flops(&p, 1.6e10, 8e9, 2e9) == 1.3e10); /* the FLOPs counted for the client */
+    p.sparse_eff = 1.0;                                /* proportional: 1e10 -> 1.25 s */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 1250000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 8e9, 8e9, 0, 0, 0), 2000000000); /* nothing masked out */
     p.sparse_eff = 0;
     /* a step overhead adds its time per step, on top of the FLOPs; not to the FLOPs counted */
     p.step_overhead_ns = 1500000; /* 1.5 ms */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 40, 0), 2060000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 0, 2, 0), 3000000);
-    CHECK(dev_work_flops(&p, 1.6e10, 0, 0) == 1.6e10);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 40, 0), 2060000000);
+    CHECK_EQ_I64(compute(&p, 0, 0, 0, 0, 2, 0), 3000000);
+    CHECK(work_flops(&p, 1.6e10, 0, 0) == 1.6e10);
     p.step_overhead_ns = 0;
     /* activation bytes take 8 x bytes / mem_bandwidth: 1e9 bytes at 80 Gbps (10 GB/s) is 0.1 s;
      * without a bandwidth they cost nothing */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2000000000);
     p.mem_bandwidth_bps = 80e9;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2100000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 0, 0, 0, 2.5e8, 0, 0), 25000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 1e9, 0, 0), 2100000000);
+    CHECK_EQ_I64(compute(&p, 0, 0, 0, 2.5e8, 0, 0), 25000000);
     p.mem_bandwidth_bps = 0;
 
     /* Speed trace halving the speed after 1 s: 8e9 FLOPs in the first second, the other 8e9 at
      * 4 GFLOPS in 2 s more: 3 s. Starting at 0.5 s: 4e9 by 1 s, 1.2e10 at 4 GFLOPS = 3 s: 3.5 s. */
     p.speed = speed_trace("0 s 1\n1 s 0.5\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 500000000), 3500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 0), 1000000000); /* ends on the breakpoint */
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 5000000000), 4000000000); /* all at half */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 500000000), 3500000000);
+    CHECK_EQ_I64(compute(&p, 8e9, 0, 0, 0, 0, 0), 1000000000); /* ends on the breakpoint */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 5000000000), 4000000000); /* all at half */
     /* sparsity and the trace compose: 1.3e10 effective = 8e9 (1 s) + 5e9 at 4 GFLOPS (1.25 s) */
     p.sparse_eff = 0.5;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2250000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 8e9, 2e9, 0, 0, 0), 2250000000);
     p.sparse_eff = 0;
     /* a step overhead is work at full speed: 4 steps of 0.125 s = 4e9 more, so 2e10 = 1 s at full
      * speed + 1.2e10 at half (3 s): 4 s (0.5 s more than 4 x 0.125 s would add without the trace)
      */
     p.step_overhead_ns = 125000000;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 4, 0), 4000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 4, 0), 4000000000);
     p.step_overhead_ns = 0;
     /* so is the memory traffic: 5e9 bytes at 80 Gbps = 0.5 s at full speed, the same 4e9 */
     p.mem_bandwidth_bps = 80e9;
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 5e9, 0, 0), 4000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 5e9, 0, 0), 4000000000);
     p.mem_bandwidth_bps = 0;
     dev_trace_free(p.speed);
 
     /* a stall: speed 0 between 1 s and 2 s makes no progress */
     p.speed = speed_trace("0 s 1\n1 s 0\n2 s 1\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 1500000000),
-                 1500000000); /* waits 0.5 s, 1 s */
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 0), 3000000000);
+    CHECK_EQ_I64(compute(&p, 8e9, 0, 0, 0, 0, 1500000000), 1500000000); /* waits 0.5 s, 1 s */
     dev_trace_free(p.speed);
 
     /* speed 0 for ever: never finishes (but work that fits before it does) */
     p.speed = speed_trace("0 s 1\n1 s 0\n");
-    CHECK(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0) == DEV_TIME_NEVER);
-    CHECK_EQ_I64(dev_compute_ns(&p, 4e9, 0, 0, 0, 0, 0), 500000000);
+    CHECK(compute(&p, 1.6e10, 0, 0, 0, 0, 0) == DEV_TIME_NEVER);
+    CHECK_EQ_I64(compute(&p, 4e9, 0, 0, 0, 0, 0), 500000000);
     dev_trace_free(p.speed);
 
     /* before the first point of a non-looping trace the speed is nominal */
     p.speed = speed_trace("2 s 0.25\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 1.6e10, 0, 0, 0, 0, 1000000000), 1000000000 + 4000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(compute(&p, 1.6e10, 0, 0, 0, 0, 1000000000), 1000000000 + 4000000000);
     dev_trace_free(p.speed);
 
     /* Looping: 1 s on, 1 s off, period 2 s: 8e9 FLOPs per period. 8e10 = ten periods' work ends
      * 1 s into the tenth period: 19 s. A billion periods' work skips whole periods. */
     p.speed = speed_trace("loop 2 s\n0 s 1\n1 s 0\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 0, 0), 19000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e10, 0, 0, 0, 0, 1000000000), 20000000000); /* stalled 1 s */
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e9, 0, 0, 0, 0, 1500000000), 1500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 8e18, 0, 0, 0, 0, 0), 1999999999000000000);
-    CHECK(dev_compute_ns(&p, 1e30, 0, 0, 0, 0, 0) == DEV_TIME_NEVER); /* beyond int64 ns */
+    CHECK_EQ_I64(compute(&p, 8e10, 0, 0, 0, 0, 0), 19000000000);
+    CHECK_EQ_I64(compute(&p, 8e10, 0, 0, 0, 0, 1000000000), 20000000000); /* stalled 1 s */
+    CHECK_EQ_I64(compute(&p, 8e9, 0, 0, 0, 0, 1500000000), 1500000000);
+    CHECK_EQ_I64(compute(&p, 8e18, 0, 0, 0, 0, 0), 1999999999000000000);
+    CHECK(compute(&p, 1e30, 0, 0, 0, 0, 0) == DEV_TIME_NEVER); /* beyond int64 ns */
     dev_trace_free(p.speed);
 
     /* looping trace whose first point is not at 0: [0, 1 s) of every period runs the last
      * value (2), [1 s, 3 s) 0.5, [3 s, 4 s) 2. From 0: 1.6e10 by 1 s, 4e9 more at half speed
      * (1 s). From 3.5 s: 8e9 by 4 s, then [4 s, 5 s) is double speed again (the wrap): 1.6e10. */
     p.speed = speed_trace("loop 4 s\n1 s 0.5\n3 s 2\n");
-    CHECK_EQ_I64(dev_compute_ns(&p, 2e10, 0, 0, 0, 0, 0), 2000000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 2.4e10, 0, 0, 0, 0, 3500000000), 1500000000);
-    CHECK_EQ_I64(dev_compute_ns(&p, 2.8e10, 0, 0, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
+    CHECK_EQ_I64(compute(&p, 2e10, 0, 0, 0, 0, 0), 2000000000);
+    CHECK_EQ_I64(compute(&p, 2.4e10, 0, 0, 0, 0, 3500000000), 1500000000);
+    CHECK_EQ_I64(compute(&p, 2.8e10, 0, 0, 0, 0, 3500000000), 2500000000); /* +4e9 at half */
     dev_trace_free(p.speed);
     p.speed = NULL;
 }
@@ -193,6 +208,78 @@ static void test_transfer(void)
     /* 20 Mbps uplink, a 1.72 MB model update (lenet5-caffe, 430,500 floats + header) */
     CHECK_EQ_I64(dev_transfer_ns(30 * SIM_MS, 1722000, 20e6), 30000000 + 688800000);
     CHECK(dev_transfer_ns(0, 1e30, 1) == DEV_TIME_NEVER);
+}
+
+/* A job's phases back to back (dev_price): every term of the cost model in one job, by hand. */
+static void test_price(void)
+{
+    dev_profile p = {0};
+    p.compute_flops = 8e9;          /* 8 GFLOPS */
+    p.down_bps = 40e6;              /* 40 Mbps */
+    p.up_bps = 10e6;                /* 10 Mbps */
+    p.latency_ns = 40 * SIM_MS;     /* on each message */
+    p.step_overhead_ns = SIM_MS;    /* 1 ms a step */
+    p.mem_bandwidth_bps = 8e9;      /* 1 GB/s */
+    p.sparse_eff = 0.5;             /* half the masked-out FLOPs saved */
+    const sim_time start = SIM_SEC; /* prices are from the start on, not from 0 */
+    dev_job job = {.work = {.flops = 1.6e10,
+                            .flops_masked = 8e9,
+                            .flops_masked_nnz = 2e9,
+                            .bytes = 1e8,
+                            .steps = 100},
+                   .down_bytes = 1e6,
+                   .up_bytes = 5e5};
+    dev_phases ph;
+    dev_price(&p, &job, start, &ph);
+    /* down: 40 ms + 8e6 bits at 40 Mbps (200 ms) */
+    CHECK_EQ_I64(ph.down, 240000000);
+    CHECK_EQ_I64(ph.down_end, 1240000000);
+    /* train: 1.6e10 - 0.5 x (8e9 - 2e9) = 1.3e10 FLOPs executed, + 100 steps x 1 ms (8e8 FLOPs'
+     * worth) + 8e8 bits of activations at 8 Gbps (0.1 s, 8e8 more): 1.46e10 at 8 GFLOPS */
+    CHECK(ph.flops == 1.3e10);
+    CHECK_EQ_I64(ph.train, 1825000000);
+    CHECK_EQ_I64(ph.train_end, 3065000000);
+    /* up: 40 ms + 4e6 bits at 10 Mbps (400 ms) */
+    CHECK_EQ_I64(ph.up, 440000000);
+    CHECK_EQ_I64(ph.up_end, 3505000000);
+
+    /* without an upload the job is done when its training ends */
+    job.up_bytes = 0;
+    dev_price(&p, &job, start, &ph);
+    CHECK(ph.up == 0 && ph.up_end == ph.train_end && ph.train_end == 3065000000);
+    /* an empty download takes the latency when the dispatch is a message (the engine), no time
+     * otherwise (`fedsim check`) */
+    job.down_bytes = 0;
+    job.down_always = 1;
+    dev_price(&p, &job, start, &ph);
+    CHECK_EQ_I64(ph.down, 40000000);
+    CHECK_EQ_I64(ph.train_end, 2865000000);
+    job.down_always = 0;
+    dev_price(&p, &job, start, &ph);
+    CHECK(ph.down == 0 && ph.down_end == start);
+    CHECK_EQ_I64(ph.train_end, 2825000000);
+
+    /* The training runs on the speed trace from the download's end: 8e9 FLOPs from 0.24 s run
+     * 0.76 s at full speed (6.08e9), the other 1.92e9 at half speed after 1 s (0.48 s). */
+    p.speed = speed_trace("0 s 1\n1 s 0.5\n");
+    p.step_overhead_ns = 0, p.mem_bandwidth_bps = 0, p.sparse_eff = 0;
+    dev_job small = {.work = {.flops = 8e9}, .down_bytes = 1e6, .up_bytes = 5e5};
+    dev_price(&p, &small, 0, &ph);
+    CHECK_EQ_I64(ph.train, 1240000000);
+    CHECK_EQ_I64(ph.up_end, 1920000000); /* 0.24 + 1.24 + 0.44 s */
+    dev_trace_free(p.speed);
+    /* a device whose speed drops to 0 for ever never finishes: the training, and the upload after
+     * it, end at DEV_TIME_NEVER (and work that fits before the drop still ends) */
+    p.speed = speed_trace("0 s 1\n1 s 0\n");
+    small.work.flops = 1.6e10;
+    dev_price(&p, &small, 0, &ph);
+    CHECK_EQ_I64(ph.down_end, 240000000);
+    CHECK(ph.train == DEV_TIME_NEVER && ph.train_end == DEV_TIME_NEVER);
+    CHECK(ph.up_end == DEV_TIME_NEVER);
+    small.work.flops = 4e9; /* 0.5 s from 0.24 s, before the drop at 1 s */
+    dev_price(&p, &small, 0, &ph);
+    CHECK_EQ_I64(ph.train_end, 740000000);
+    dev_trace_free(p.speed);
 }
 
 static void test_memory_capacity(void)
@@ -445,6 +532,7 @@ int main(void)
     test_fit();
     test_compute();
     test_transfer();
+    test_price();
     test_memory_capacity();
     test_profile_yaml();
     test_catalog();
