@@ -59,7 +59,13 @@ ALL_LDFLAGS = $(filter -fsanitize=%,$(OPT_$(MODE))) $(LDFLAGS)
 
 $(BUILD)/nn/%.o: EXTRA_CFLAGS := -Wdouble-promotion
 
-LIB_SRC := $(filter-out sim/main.c sim/mpi.c,$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
+# The fedsim program: main.c's command table, the helpers its commands share (sim/cmd.c) and one
+# file per command (sim/cmd_*.c). They are linked into fedsim and fedsim-mpi only, never into the
+# tests; sim/mpi.c and sim/cmd_mpi.c (ranks) into fedsim-mpi only.
+MPI_SRC := sim/mpi.c sim/cmd_mpi.c
+CMD_SRC := sim/main.c sim/cmd.c $(filter-out $(MPI_SRC),$(wildcard sim/cmd_*.c))
+CMD_OBJ := $(CMD_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC := $(filter-out $(CMD_SRC) $(MPI_SRC),$(wildcard sim/*.c nn/*.c devices/*.c algos/*.c plots/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench/bench_*.c))
@@ -120,10 +126,10 @@ deps mpi-deps fuzz-deps:
 	        || { echo "deps: apt-get failed; install these by hand:$$missing"; exit 1; }; \
 	fi
 
-$(BUILD)/fedsim: $(BUILD)/sim/main.o $(LIB_OBJ)
+$(BUILD)/fedsim: $(CMD_OBJ) $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 build-mpi: $(BUILD)/fedsim-mpi
-$(BUILD)/fedsim-mpi: $(BUILD)/sim/main.o $(BUILD)/sim/mpi.o $(LIB_OBJ)
+$(BUILD)/fedsim-mpi: $(CMD_OBJ) $(MPI_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
@@ -177,14 +183,16 @@ check-format:
 format:
 	clang-format -i $(SRC_ALL)
 
-# Every exported symbol carries its folder's prefix (SQLite's checksymbols).
-check-symbols: $(LIB_OBJ)
-	@bad=$$(nm -g --defined-only $(LIB_OBJ) | awk 'NF==3{print $$3}' \
-	   | grep -Ev '^(sim|nn|dev|fl|plot)_|^__odr_asan' || true); \
+# Every exported symbol carries its folder's prefix (SQLite's checksymbols), the program's too
+# (but main).
+check-symbols: $(LIB_OBJ) $(CMD_OBJ)
+	@bad=$$(nm -g --defined-only $(LIB_OBJ) $(CMD_OBJ) | awk 'NF==3{print $$3}' \
+	   | grep -Ev '^(sim|nn|dev|fl|plot)_|^__odr_asan|^main$$' || true); \
 	 if [ -n "$$bad" ]; then echo "unprefixed exports:"; echo "$$bad"; exit 1; fi
 
 # Includes point downward; sim/base.h, rng.h, units.h and yaml.h are leaves any layer may use.
-# plots/ sits beside the engine (sim/main.c wires them): it may use only base, units and yaml.
+# plots/ sits beside the engine (the fedsim program, CMD_SRC and cmd.h, wires them): it may use
+# only base, units and yaml.
 LEAF := sim/\(base\|rng\|units\|yaml\)\.h
 PLOT_LEAF := sim/\(base\|units\|yaml\)\.h
 check-layers:
@@ -192,7 +200,8 @@ check-layers:
 	@if grep -n '#include "sim/' /dev/null $(wildcard plots/*.[ch]) \
 	    | grep -v '"$(PLOT_LEAF)"'; then echo "plots/ may include only sim/base.h, units.h, yaml.h"; exit 1; fi
 	@if grep -n '#include "plots/' /dev/null $(wildcard nn/*.[ch] devices/*.[ch] algos/*.[ch] sim/*.[ch]) \
-	    | grep -v '^sim/main.c:'; then echo "only sim/main.c uses plots/"; exit 1; fi
+	    | grep -v '^sim/\(main\|cmd\|cmd_[a-z]*\)\.[ch]:'; then \
+	    echo "only the fedsim program (sim/main.c, sim/cmd*.[ch]) uses plots/"; exit 1; fi
 	@if grep -n '#include "\(algos\|devices\)/' /dev/null $(wildcard nn/*.[ch]); then exit 1; fi
 	@if grep -n '#include "\(algos\|nn\)/' /dev/null $(wildcard devices/*.[ch]); then exit 1; fi
 	@if grep -n '#include "sim/' /dev/null $(wildcard nn/*.[ch] devices/*.[ch] algos/*.[ch]) \

@@ -3,9 +3,9 @@
  * FEDSIM_GOLDEN_UPDATE=1 and review the diff), the same scenario and seed give byte-identical
  * output files, another seed gives others, bad scenarios fail with exit status 2 and a message
  * naming file:line:col and the key, settings that may not be what was meant are warned of
- * (pFedGate budgets, capacities a model exceeds), `--help` after a command prints the usage, and
- * OpenBLAS runs on kernels that use the CPU (or the user's, when OPENBLAS_CORETYPE names them). The
- * binary is $FEDSIM_BIN (make test sets it). */
+ * (pFedGate budgets, capacities a model exceeds), and OpenBLAS runs on kernels that use the CPU
+ * (or the user's, when OPENBLAS_CORETYPE names them). The binary is $FEDSIM_BIN (make test sets
+ * it); its help and usages: test_sim_commands. */
 #include "sim/units.h"
 #include "tests/check.h"
 #include "tests/files.h"
@@ -665,14 +665,6 @@ int main(void)
         free(txt);
     }
     run_warns("--set devices.capacity=0.5", "fedsim: warning: 8 of 8 clients train a wider model");
-    /* --help after a command prints the usage on stdout and runs nothing */
-    snprintf(opts, sizeof opts, "%s/help.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s sweep scenarios/tiny.yaml --help > %s", bin, opts);
-    CHECK(system(cmd) == 0);
-    txt = test_slurp(opts, &len);
-    CHECK_MSG(txt && strstr(txt, "usage: fedsim COMMAND") && strstr(txt, "  sweep SCENARIO"),
-              "fedsim sweep --help prints the usage");
-    free(txt);
     /* check prices each device's job as the algorithm does: pFedGate at s = 0.3, on devices that
      * turn sparsity into speed, trains faster and uploads less than FedAvg */
     sim_time t_avg = 0, u_avg = 0, t_gate = 0, u_gate = 0;

@@ -1,0 +1,123 @@
+/* sim/cmd.h -- what the commands of the fedsim program share: sim/main.c (the command table),
+ * sim/cmd.c (helpers) and one sim/cmd_NAME.c per command.
+ *
+ * These files make the program, not the library: they are linked into fedsim and fedsim-mpi
+ * only, never into the tests (Makefile: CMD_SRC), and they alone besides plots/ include plots/.
+ * A command is a sim_command defined in its own file; main.c's table lists them, and from it
+ * prints `fedsim help` (each command's summary) and `fedsim NAME --help` (its usage). Adding a
+ * command is a file that defines one and a line in the table.
+ *
+ * Errors print as "fedsim: file:line:col: message" and exit with status 2 (sim_cli_print_err).
+ */
+#ifndef SIM_CMD_H
+#define SIM_CMD_H
+
+#include "nn/model.h"
+#include "plots/plot.h"
+#include "sim/scenario.h"
+
+#include <signal.h>
+
+/* What run and resume ask of MPI worker ranks (fedsim-mpi under mpirun: sim/cmd_mpi.c; NULL
+ * otherwise). open gets the loaded scenario, its spec filled in, before the engine starts, and
+ * points spec.link at the ranks; close gets the run's exit status once it is over (also when open
+ * failed or was never reached). */
+typedef struct rank_hooks {
+    int (*open)(struct rank_hooks *h, sim_scenario *sc, sim_err *err);
+    void (*close)(struct rank_hooks *h, int status);
+    void *state;
+} rank_hooks;
+
+/* What a command returns after printing why its arguments are wrong: main.c then prints the
+ * command's synopsis and exits with status 2. */
+enum { SIM_CLI_BAD_ARGS = -1 };
+
+typedef struct sim_command {
+    const char *name;
+    const char *summary; /* one line of `fedsim help` */
+    /* `fedsim NAME --help`: "usage: fedsim NAME ..." lines (the synopsis, which a bad argument
+     * prints too), a blank line, then what it does and its options */
+    const char *usage;
+    /* argv[0..argc): the words after the command's name; ranks: MPI worker ranks for run and
+     * resume, or NULL (other commands ignore it). Returns the exit status, or SIM_CLI_BAD_ARGS. */
+    int (*fn)(int argc, char **argv, rank_hooks *ranks);
+} sim_command;
+
+extern const sim_command sim_cmd_run, sim_cmd_resume, sim_cmd_check, sim_cmd_sweep, sim_cmd_plot,
+        sim_cmd_summary, sim_cmd_devices, sim_cmd_events, sim_cmd_calibrate, sim_cmd_train;
+
+/* sim/cmd.c ------------------------------------------------------------------------------- */
+
+/* "fedsim: msg" on stderr; returns 2. */
+int sim_cli_die(const char *msg);
+/* err as "fedsim: file:line:col: message"; returns 2. */
+int sim_cli_print_err(const sim_err *err);
+/* s as a number in [lo, hi] into *out; -1 after saying that it is not (key names the option). */
+int sim_cli_parse_num(const char *key, const char *s, double lo, double hi, double *out);
+/* The option at argv[*i], as --key VALUE or --key=value: *k (copied into key[64] when split)
+ * and *v, with *i on the last word taken; -1 after saying what `fedsim cmd` expected. */
+int sim_cli_next_option(const char *cmd, int argc, char **argv, int *i, char *key, const char **k,
+                        const char **v);
+/* --acc global|personalized into *pers (1: personalized); 2 after saying it is neither. */
+int sim_cli_parse_acc(const char *v, int *pers);
+/* mkdir -p path; -1 with errno set. */
+int sim_cli_mkdirs(const char *path);
+void sim_cli_gnuplot_missing(void);
+
+/* sim/cmd_run.c: the options of run and of the commands that take most of them -------------- */
+
+enum { MAX_SETS = 64, MAX_VARY = 8 };
+
+typedef struct run_opts {
+    const char *scenario, *out, *trace, *sets[MAX_SETS], *vary[MAX_VARY];
+    int n_sets, n_vary, quiet, cost_only, have_seed, workers;
+    int checkpoint_every;      /* rounds/aggregations between checkpoints, 0 = none */
+    double checkpoint_minutes; /* or wall minutes, 0 = none */
+    double job_timeout;        /* wall seconds per worker job, 0 = none (cannot change results) */
+    int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
+    unsigned long long seed;
+    plot_opts plots;
+    rank_hooks *ranks; /* MPI worker ranks, or NULL */
+} run_opts;
+
+enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP, OPTS_RESUME };
+
+/* Parse the options of check, run, sweep or resume (what = OPTS_*); nonzero after saying what is
+ * wrong. */
+int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what);
+/* The options of `resume RUN_DIR`: RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
+int sim_cli_parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100]);
+/* Load o's scenario with --seed and --cost-only folded in as --set overrides. */
+int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err);
+/* One run of o->scenario into its folder, left in out (see cmd_run.c); loaded: the scenario
+ * already loaded from o (taken over), or NULL. Returns the exit status. */
+int sim_cli_run_one(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size);
+/* The algorithm's warning about sc and the capacity one, each on a line of f after prefix. */
+void sim_cli_print_warnings(const sim_scenario *sc, FILE *f, const char *prefix);
+/* The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does (cmd_run.c). */
+extern volatile sig_atomic_t sim_cli_stop_signal;
+
+/* sim/cmd_train.c: what calibrate shares with train ------------------------------------------ */
+
+typedef struct train_opts {
+    const char *model, *data, *data_dir;
+    int epochs, batch, test_subset, threads;
+    double lr, momentum, weight_decay, clip, width;
+    unsigned long long seed;
+} train_opts;
+
+/* o's dataset and the architecture of o's model on it; 2 after printing why not (nothing to
+ * free then). */
+int sim_cli_load_model_data(const train_opts *o, nn_dataset *train, nn_dataset *test,
+                            nn_arch *arch);
+/* A model of arch for batches of B, initialized from o's seed, trained at width p. */
+void sim_cli_make_model(nn_model *m, const nn_arch *arch, const train_opts *o, int B, double p);
+/* Wall-clock seconds (monotonic). */
+double sim_cli_now_s(void);
+
+/* sim/cmd_mpi.c (fedsim-mpi only): main under mpirun; dispatch runs a command line in this
+ * process with the given rank hooks (main.c's). */
+int sim_cli_mpi_main(int argc, char **argv,
+                     int (*dispatch)(int argc, char **argv, rank_hooks *ranks));
+
+#endif /* SIM_CMD_H */

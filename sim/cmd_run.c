@@ -1,0 +1,445 @@
+/* sim/cmd_run.c -- `fedsim run` and `fedsim resume`: one run of a scenario into its folder, with
+ * live plots, checkpoints and SIGINT/SIGTERM stops; and the options, scenario loading and warnings
+ * that check and sweep share with them (sim/cmd.h).
+ *
+ * A run that fails midway keeps the outputs written so far. Under fedsim-mpi, sim_cli_run_one hands
+ * the jobs to MPI ranks only through rank_hooks (sim/cmd_mpi.c).
+ */
+#include "sim/checkpoint.h"
+#include "sim/cmd.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Parse the options of check, run, sweep or resume (what = OPTS_*). resume takes a run folder and
+ * only the options that cannot change a result: everything else is in its scenario.yaml. */
+int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
+{
+    memset(o, 0, sizeof *o);
+    plot_opts_default(&o->plots);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o->workers = cores > 0 ? (int)(cores < 256 ? cores : 256) : 0;
+    /* by wall time, not rounds: a checkpoint of a million-client run costs seconds, so a
+     * rounds-based default would dominate short runs; long runs are the ones worth saving */
+    o->checkpoint_minutes = 10;
+    int runs = what != OPTS_CHECK, resume = what == OPTS_RESUME;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-q") && runs) {
+            o->quiet = 1;
+        } else if (!strcmp(a, "--cost-only") && runs && !resume) {
+            o->cost_only = 1;
+        } else if (!strcmp(a, "--plot-logx") && runs) {
+            o->plots.log_x = 1;
+        } else if ((!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed") ||
+                    !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
+                    !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers") ||
+                    !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-minutes") ||
+                    !strcmp(a, "--job-timeout")) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            double x;
+            if (resume && (!strcmp(a, "--set") || !strcmp(a, "--out") || !strcmp(a, "--seed"))) {
+                fprintf(stderr,
+                        "fedsim: resume takes no %s: the run continues exactly as its "
+                        "scenario.yaml says\n",
+                        a);
+                return 2;
+            } else if (!strcmp(a, "--set")) {
+                if (o->n_sets == MAX_SETS - 2)
+                    return sim_cli_die("too many --set options (62 at most)");
+                o->sets[o->n_sets++] = v;
+            } else if (!strcmp(a, "--out") && runs) {
+                o->out = v;
+            } else if (!strcmp(a, "--trace") && what == OPTS_RUN) {
+                o->trace = v;
+            } else if (!strcmp(a, "--plots") && runs) {
+                if ((o->plots.format = plot_format_parse(v)) < 0)
+                    return sim_cli_die("--plots: expected png, svg, pdf or none");
+            } else if (!strcmp(a, "--plot-window") && runs) {
+                if (sim_cli_parse_num(a, v, 1, 1e6, &x)) return 2;
+                o->plots.window = (int)x;
+            } else if (!strcmp(a, "--workers") && runs) {
+                if (sim_cli_parse_num(a, v, 0, 256, &x)) return 2;
+                if (x != (int)x)
+                    return sim_cli_die("--workers: expected a whole number of processes");
+                o->workers = (int)x;
+            } else if (!strcmp(a, "--checkpoint-every") && runs) {
+                if (sim_cli_parse_num(a, v, 0, 1e9, &x)) return 2;
+                if (x != (int)x) return sim_cli_die("--checkpoint-every: expected a whole number");
+                o->checkpoint_every = (int)x;
+            } else if (!strcmp(a, "--checkpoint-minutes") && runs) {
+                if (sim_cli_parse_num(a, v, 0, 1e9, &o->checkpoint_minutes)) return 2;
+            } else if (!strcmp(a, "--job-timeout") && runs) {
+                if (sim_cli_parse_num(a, v, 0, 1e9, &o->job_timeout)) return 2;
+            } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
+                if (sim_cli_parse_num(a, v, 0, 1, &o->plots.target)) return 2;
+            } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
+                if (o->n_vary == MAX_VARY)
+                    return sim_cli_die("too many --vary options (8 at most)");
+                if (!strchr(v, '=') || strchr(v, '=') == v)
+                    return sim_cli_die("--vary: expected key=value1,value2,...");
+                o->vary[o->n_vary++] = v;
+            } else if (!strcmp(a, "--seed")) {
+                char *end;
+                o->seed = strtoull(v, &end, 10);
+                if (*end || end == v) return sim_cli_die("--seed: expected a non-negative integer");
+                o->have_seed = 1;
+            } else {
+                fprintf(stderr, "fedsim: %s is not an option of this command\n", a);
+                return 2;
+            }
+        } else if (a[0] != '-' && !o->scenario) {
+            o->scenario = a;
+        } else {
+            fprintf(stderr, "fedsim: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o->scenario)
+        return sim_cli_die(resume ? "which run? (fedsim resume RUN_DIR)"
+                                  : "which scenario? (fedsim run SCENARIO.yaml)");
+    if (what == OPTS_SWEEP && !o->n_vary)
+        return sim_cli_die("sweep: what to vary? (--vary key=value1,value2,...)");
+    return 0;
+}
+
+/* Load with --seed and --cost-only folded in as --set overrides (o->sets has room for both). */
+int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err)
+{
+    const char *sets[MAX_SETS];
+    int n = o->n_sets;
+    memcpy(sets, o->sets, sizeof(char *) * (size_t)n);
+    char seed_set[64];
+    if (o->have_seed) {
+        snprintf(seed_set, sizeof seed_set, "seed=%llu", o->seed);
+        sets[n++] = seed_set;
+    }
+    if (o->cost_only) sets[n++] = "cost_only=true";
+    return sim_scenario_load(sc, o->scenario, sets, n, err);
+}
+
+/* The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does. The only mutable
+ * global: a signal handler can reach nothing else. The engine polls it at event boundaries through
+ * spec.stop, writes a checkpoint and returns (and the MPI ranks' wait, sim/cmd_mpi.c). */
+volatile sig_atomic_t sim_cli_stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    sim_cli_stop_signal = sig;
+}
+
+/* Installed before the engine forks its workers, which inherit the handler: a Ctrl-C sent to the
+ * whole process group then leaves them running (their flag is never read) while the coordinator
+ * checkpoints, instead of killing them mid-job. SA_RESTART keeps the pool's blocking reads and
+ * writes going; libev's loop already retries an interrupted wait. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Clients that train a wider model than their devices.capacity affords (a p-wide model costs
+ * about p² of the full one; p counts NAME@p's width too). Capacities derived from a device's
+ * memory and compute are left out: the engine already enforces those (memory fit, time). */
+static int capacity_warning(const sim_scenario *sc, char *msg, size_t cap)
+{
+    const char *at = strchr(sc->model, '@');
+    double pm = at ? strtod(at + 1, NULL) : 1, rmin = 1;
+    int n = sc->part.n_clients, over = 0;
+    for (int c = 0; c < n; c++) {
+        if (sc->capacity_derived && !(sc->devices[c].capacity > 0)) continue;
+        double p = sim_client_width(&sc->spec, c) * pm;
+        if (p * p <= sc->capacity[c] * (1 + 1e-9)) continue;
+        over++;
+        rmin = fmin(rmin, sc->capacity[c]);
+    }
+    if (!over) return 0;
+    double q = 1; /* the widest 1/2^k model such a client can afford */
+    while (q * q > rmin * (1 + 1e-9) && q > 1.0 / 1024)
+        q /= 2;
+    snprintf(msg, cap,
+             "%d of %d clients train a wider model than their devices.capacity r_i affords "
+             "(width² ≤ r_i; r_i down to %.3g): %s does not narrow %s that far here. Every "
+             "client can afford model: %.*s@%g",
+             over, n, rmin, sc->spec.algo->name, sc->model,
+             (int)(at ? (size_t)(at - sc->model) : strlen(sc->model)), sc->model, q);
+    return 1;
+}
+
+/* The algorithm's warning and the capacity one, each on a line of its own. */
+void sim_cli_print_warnings(const sim_scenario *sc, FILE *f, const char *prefix)
+{
+    char warning[512];
+    if (sc->spec.algo->warn && sc->spec.algo->warn(&sc->spec.env, warning, sizeof warning))
+        fprintf(f, "%s%s\n", prefix, warning);
+    if (capacity_warning(sc, warning, sizeof warning)) fprintf(f, "%s%s\n", prefix, warning);
+}
+
+/* doc as YAML into path, whole or not at all (sim_write_file). */
+static int write_yaml_file(const sim_yaml *doc, const char *path, sim_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    int rc = sim_yaml_write(doc, f, err);
+    if (fclose(f) && !rc)
+        rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    if (!rc) rc = sim_write_file(path, text, len, err);
+    free(text);
+    return rc;
+}
+
+/* One run of o->scenario into its folder (o->out, or runs/NAME-SEED); the folder's path is left
+ * in out. Plots, unless o->plots.format is PLOT_NONE, come from a gnuplot that redraws them
+ * while the run goes on; they only read the files the run writes. loaded: the scenario already
+ * loaded from o (taken over), or NULL to load it here. */
+static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
+{
+    sim_err err = {0};
+    sim_scenario own, *sc = loaded ? loaded : &own; /* its spec points into it: never copied */
+    if (!loaded && sim_cli_load_scenario(&own, o, &err)) return sim_cli_print_err(&err);
+    if (o->out)
+        snprintf(out, out_size, "%s", o->out);
+    else
+        snprintf(out, out_size, "runs/%s-%llu", sc->name, (unsigned long long)sc->spec.seed);
+    if (sim_cli_mkdirs(out)) {
+        sim_scenario_destroy(sc);
+        fprintf(stderr, "fedsim: %s: cannot create the run folder: %s\n", out, strerror(errno));
+        return 2;
+    }
+    char path[1700];
+    snprintf(path, sizeof path, "%s/checkpoint.msgpack", out);
+    if (!o->resume && access(path, F_OK) == 0) { /* hours of work may be in it */
+        sim_scenario_destroy(sc);
+        fprintf(stderr,
+                "fedsim: %s holds an unfinished run (checkpoint.msgpack); continue it with: "
+                "fedsim resume %s\n(to start over, remove %s or choose another --out)\n",
+                out, out, path);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/scenario.yaml", out);
+    if (!o->resume && write_yaml_file(sc->doc, path, &err)) {
+        sim_scenario_destroy(sc);
+        return sim_cli_print_err(&err);
+    }
+    /* a checkpoint is tied to the exact resolved text, which is what resume reloads */
+    if (sim_checkpoint_hash_file(path, &sc->spec.scenario_hash, &err)) {
+        sim_scenario_destroy(sc);
+        return sim_cli_print_err(&err);
+    }
+    sc->spec.out_dir = out;
+    sc->spec.quiet = o->quiet;
+    sc->spec.workers = o->workers;
+    sc->spec.job_timeout_s = o->job_timeout;
+    sc->spec.resume = o->resume;
+    sc->spec.checkpoint_every = o->checkpoint_every;
+    sc->spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
+    sc->spec.stop = &sim_cli_stop_signal;
+    /* test hook: stop as if interrupted right after the checkpoint of this aggregation */
+    const char *hook = getenv("FEDSIM_TEST_STOP_AFTER_CHECKPOINT");
+    sc->spec.stop_after_round = hook ? atoi(hook) : 0;
+    catch_stop_signals();
+    if (o->ranks && o->ranks->open(o->ranks, sc, &err)) {
+        sim_scenario_destroy(sc);
+        return sim_cli_print_err(&err);
+    }
+    FILE *trace = NULL;
+    if (o->trace && !(trace = fopen(o->trace, "w"))) {
+        sim_scenario_destroy(sc);
+        fprintf(stderr, "fedsim: %s: cannot create: %s\n", o->trace, strerror(errno));
+        return 2;
+    }
+    sc->spec.trace = trace;
+    sc->spec.trace_path = o->trace;
+    openblas_set_num_threads(1);
+    plot_proc *gp = NULL;
+    plot_live live;
+    if (o->plots.format != PLOT_NONE) {
+        if (!(gp = plot_open())) sim_cli_gnuplot_missing();
+        plot_live_init(&live, gp, &o->plots, out);
+        sc->spec.on_tick = plot_live_tick;
+        sc->spec.tick_arg = &live;
+    }
+    sim_cli_print_warnings(sc, stderr, "fedsim: warning: ");
+    sim_engine *e;
+    if (sim_engine_new(&e, &sc->spec, &err)) {
+        plot_close(gp);
+        if (trace) fclose(trace);
+        sim_scenario_destroy(sc);
+        return sim_cli_print_err(&err);
+    }
+    if (!o->quiet)
+        fprintf(stderr, "fedsim: %s%s: %d clients, %s, %s, %d %s; outputs in %s/\n",
+                o->resume ? "resuming " : "", sc->name, sc->spec.n_clients, sc->model,
+                sc->spec.algo->name, sc->spec.fed.rounds,
+                sc->spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
+    int rc = sim_engine_run(e, &err);
+    int sc_mode_sync = sc->spec.fed.mode == SIM_SYNC;
+    sim_totals t;
+    sim_engine_totals(e, &t);
+    sim_engine_free(e);
+    if (trace && fclose(trace) && !rc) /* the engine flushed it: only closing can fail here */
+        rc = sim_fail(&err, SIM_EIO, o->trace, 0, 0, "cannot write: %s", strerror(errno));
+    sim_scenario_destroy(sc);
+    /* the only wait on gnuplot: until it has written the final plots */
+    int plots_failed = gp && plot_close(gp);
+    if (plots_failed)
+        fprintf(stderr,
+                "fedsim: gnuplot reported errors (above); the run's results are intact "
+                "(redraw its plots with: fedsim plot %s)\n",
+                out);
+    if (rc) {
+        sim_cli_print_err(&err);
+        fprintf(stderr, "fedsim: outputs so far are in %s/\n", out);
+        snprintf(path, sizeof path, "%s/checkpoint.msgpack", out);
+        if (t.checkpoint_round >= 0 && access(path, F_OK) == 0)
+            fprintf(stderr,
+                    "fedsim: %s/checkpoint.msgpack holds the run after %s %d; continue with: "
+                    "fedsim resume %s\n",
+                    out, sc_mode_sync ? "round" : "aggregation", t.checkpoint_round, out);
+        return 2;
+    }
+    if (t.stopped) {
+        char ts[32];
+        sim_format_time(ts, sizeof ts, t.now);
+        fprintf(stderr,
+                "\nfedsim: %s after %s %d at simulated %s; state saved in "
+                "%s/checkpoint.msgpack\nfedsim: continue with: fedsim resume %s\n",
+                sim_cli_stop_signal == SIGTERM ? "stopped by SIGTERM"
+                : sim_cli_stop_signal          ? "interrupted (SIGINT)"
+                                               : "stopped by FEDSIM_TEST_STOP_AFTER_CHECKPOINT",
+                sc_mode_sync ? "round" : "aggregation", t.round, ts, out, out);
+        return sim_cli_stop_signal == SIGTERM ? 128 + SIGTERM : 128 + SIGINT;
+    }
+    if (t.workers_replaced > t.workers_timed_out)
+        fprintf(stderr,
+                "fedsim: %ld worker process(es) died and were replaced; their jobs were re-run\n",
+                t.workers_replaced - t.workers_timed_out);
+    if (t.workers_timed_out)
+        fprintf(stderr,
+                "fedsim: %ld worker process(es) exceeded --job-timeout and were killed and "
+                "replaced; their jobs were re-run\n",
+                t.workers_timed_out);
+    char ts[32], up[32], down[32];
+    sim_format_time(ts, sizeof ts, t.now);
+    sim_format_bytes(up, sizeof up, t.bytes_up);
+    sim_format_bytes(down, sizeof down, t.bytes_down);
+    printf("%s: %d %s in %s simulated; up %s, down %s; %ld jobs, %ld lost, %ld late, "
+           "%ld clients excluded (memory); final %saccuracy %.4f\nmetrics: %s/metrics.tsv\n",
+           out, t.round, sc_mode_sync ? "rounds" : "aggregations", ts, up, down, t.jobs, t.dropped,
+           t.late, t.excluded, isnan(t.acc_global) ? "personalized " : "",
+           isnan(t.acc_global) ? t.acc_pers : t.acc_global, out);
+    if (gp && !plots_failed) {
+        const char *x = plot_format_ext(o->plots.format);
+        printf("plots: %s/acc_time.%s, acc_bytes.%s, timeline.%s\n", out, x, x, x);
+    }
+    fflush(stdout);
+    return plots_failed ? 2 : 0; /* a plot asked for and not drawn is not a success */
+}
+
+/* run_body, then the rank hooks' close with its status. */
+int sim_cli_run_one(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size)
+{
+    int rc = run_body(o, loaded, out, out_size);
+    if (o->ranks) o->ranks->close(o->ranks, rc);
+    return rc;
+}
+
+static int cmd_run(int argc, char **argv, rank_hooks *ranks)
+{
+    run_opts o;
+    if (sim_cli_parse_run(&o, argc, argv, OPTS_RUN)) return SIM_CLI_BAD_ARGS;
+    o.ranks = ranks;
+    char out[1600];
+    return sim_cli_run_one(&o, NULL, out, sizeof out);
+}
+
+/* fedsim resume RUN_DIR: the run continues from RUN_DIR/checkpoint.msgpack with RUN_DIR's
+ * resolved scenario.yaml (no --set: a checkpoint belongs to exactly that text). The options:
+ * RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
+int sim_cli_parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100])
+{
+    int rc = sim_cli_parse_run(o, argc, argv, OPTS_RESUME);
+    if (rc) return rc;
+    snprintf(dir, 1024, "%s", o->scenario);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') /* "runs/x/" and "runs/x" name the same folder */
+        dir[--n] = 0;
+    snprintf(scenario, 1100, "%s/scenario.yaml", dir);
+    o->scenario = scenario;
+    o->out = dir;
+    o->resume = 1;
+    return 0;
+}
+
+static int cmd_resume(int argc, char **argv, rank_hooks *ranks)
+{
+    run_opts o;
+    char dir[1024], scenario[1100];
+    if (sim_cli_parse_resume(&o, argc, argv, dir, scenario)) return SIM_CLI_BAD_ARGS;
+    o.ranks = ranks;
+    char out[1600];
+    return sim_cli_run_one(&o, NULL, out, sizeof out);
+}
+
+static const char run_usage[] =
+        "usage: fedsim run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only]\n"
+        "                  [-q] [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N]\n"
+        "                  [--plot-logx] [--workers N] [--job-timeout S]\n"
+        "                  [--checkpoint-every N] [--checkpoint-minutes T]\n"
+        "\n"
+        "Run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml (resolved),\n"
+        "metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that gnuplot\n"
+        "refreshes every 5 s while it runs [png]: acc_time (accuracy vs simulated time),\n"
+        "acc_bytes (vs bytes up + down; --plot-logx: log axis), timeline (per-client\n"
+        "download/train/upload bars of the last N rounds [5], lost and late jobs marked).\n"
+        "--set overrides any key (e.g. --set federation.per_round=20; scenario keys and\n"
+        "their defaults: scenarios/README.md); --seed N is --set seed=N; --cost-only skips\n"
+        "the math and reports the FLOPs and bytes the jobs would have; -q: no progress\n"
+        "line; --trace writes every event as a line of text; --workers N trains client\n"
+        "jobs in N forked processes [online cores], 0 = in this process, and with N >= 2\n"
+        "spreads evaluations over N processes; outputs do not depend on N.\n"
+        "--job-timeout S: a worker holding a job over S wall seconds is killed and\n"
+        "replaced, and the job re-run (3 tries) [0 = no limit]; outputs unchanged.\n"
+        "DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall minutes\n"
+        "[10] (0 = off), and on SIGINT/SIGTERM, which stop the run (exit 130/143); a\n"
+        "finished run removes it. A DIR holding a checkpoint is refused: resume it, or\n"
+        "remove the checkpoint to start over.\n";
+
+const sim_command sim_cmd_run = {
+        .name = "run",
+        .summary = "run a scenario; outputs, plots and checkpoints go to its folder",
+        .usage = run_usage,
+        .fn = cmd_run,
+};
+
+static const char resume_usage[] =
+        "usage: fedsim resume RUN_DIR [-q] [--workers N] [--job-timeout S]\n"
+        "                     [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
+        "                     [--checkpoint-every N] [--checkpoint-minutes T]\n"
+        "\n"
+        "Continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
+        "scenario.yaml; the outputs end byte-identical to an uninterrupted run's (a\n"
+        "checkpoint written by another build of fedsim, or on other OpenBLAS kernels,\n"
+        "resumes with a warning: the rest can round differently). The options are run's\n"
+        "that cannot change a result: no --set, --seed, --out, --cost-only or --trace.\n";
+
+const sim_command sim_cmd_resume = {
+        .name = "resume",
+        .summary = "continue an interrupted run from its checkpoint",
+        .usage = resume_usage,
+        .fn = cmd_resume,
+};

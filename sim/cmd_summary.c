@@ -1,0 +1,202 @@
+/* sim/cmd_summary.c -- `fedsim summary`: a table of runs (final and best accuracy, rounds, time
+ * and bytes to a target accuracy), then mean ± std over the groups of runs that differ only in
+ * their seed.
+ */
+#include "sim/cmd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether s[0..n) is "seed=" and digits: the seed item of a sweep point's name. */
+static int is_seed_item(const char *s, size_t n)
+{
+    if (n <= 5 || strncmp(s, "seed=", 5)) return 0;
+    for (size_t i = 5; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* The group a run folder belongs to: the runs whose paths differ only in their seed, named by
+ * the path with the seed as *: a trailing -SEED (digits) as -* (runs/fedavg-*), or a sweep
+ * point's seed=N item (fedsim sweep --vary seed=1,2,3) as seed=* (sweep/seed=*,algorithm.lr=0.1).
+ * A folder with neither is a group of its own. */
+static void group_of(char *out, size_t n, const char *dir)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    const char *b = dir;
+    for (size_t i = 0; i < len; i++)
+        if (dir[i] == '/') b = dir + i + 1;
+    size_t bl = (size_t)(dir + len - b), e = bl;
+    while (e > 0 && b[e - 1] >= '0' && b[e - 1] <= '9')
+        e--;
+    int dashed = e > 0 && e < bl && b[e - 1] == '-';
+    size_t o = (size_t)snprintf(out, n, "%.*s", (int)(b - dir), dir);
+    if (dashed) {
+        snprintf(out + (o < n ? o : n), o < n ? n - o : 0, "%.*s*", (int)e, b);
+        return;
+    }
+    for (size_t i = 0, j; i < bl && o < n; i = j + 1) {
+        for (j = i; j < bl && b[j] != ',';)
+            j++;
+        int seed = is_seed_item(b + i, j - i);
+        o += (size_t)snprintf(out + o, n - o, "%s%.*s", i ? "," : "", seed ? 6 : (int)(j - i),
+                              seed ? "seed=*" : b + i);
+    }
+}
+
+/* mean ± sample std (ddof 1) of v[0..n) into buf; "NA" for the std of one value, "x" for none. */
+static void mean_std(char *buf, size_t size, const double *v, int n, int decimals)
+{
+    if (n == 0) {
+        snprintf(buf, size, "x");
+        return;
+    }
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    double mean = s / n;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - mean) * (v[i] - mean);
+    char m[32], d[32] = "NA";
+    snprintf(m, sizeof m, "%.*f", decimals, mean);
+    if (n > 1) snprintf(d, sizeof d, "%.*f", decimals, sqrt(ss / (n - 1)));
+    snprintf(buf, size, "%s ± %s", m, d);
+}
+
+static int cmd_summary(int argc, char **argv, rank_hooks *ranks)
+{
+    (void)ranks;
+    double target = 0.7;
+    const char **dirs = sim_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof *dirs);
+    int n = 0, rc = 0, pers = 0;
+    for (int i = 0; i < argc && !rc; i++) {
+        if (!strcmp(argv[i], "--target") && i + 1 < argc)
+            rc = sim_cli_parse_num(argv[i], argv[i + 1], 0, 1, &target) ? 2 : 0, i++;
+        else if (!strcmp(argv[i], "--acc") && i + 1 < argc)
+            rc = sim_cli_parse_acc(argv[++i], &pers);
+        else if (argv[i][0] != '-')
+            dirs[n++] = argv[i];
+        else
+            fprintf(stderr, "fedsim summary: unexpected argument '%s'\n", argv[i]), rc = 2;
+    }
+    if (rc || !n) {
+        free(dirs);
+        return SIM_CLI_BAD_ARGS;
+    }
+    /* rows: each run, and its base's (plot_metrics_load_runs), "RUN [base NAME]" */
+    int cap = 2 * n, *run = sim_xcalloc((size_t)cap, sizeof *run), rows = 0;
+    plot_metrics *m = sim_xcalloc((size_t)cap, sizeof *m);
+    char(*group)[300] = sim_xcalloc((size_t)cap, sizeof *group);
+    char(*label)[1200] = sim_xcalloc((size_t)cap, sizeof *label);
+    sim_err err = {0};
+    if (plot_metrics_load_runs(m, run, &rows, dirs, n, pers, &err)) rc = sim_cli_print_err(&err);
+    for (int i = 0; i < rows; i++) {
+        char sfx[80] = "";
+        if (m[i].is_base) snprintf(sfx, sizeof sfx, " [base %s]", m[i].base);
+        group_of(group[i], sizeof group[i], dirs[run[i]]);
+        size_t lg = strlen(group[i]);
+        snprintf(group[i] + lg, sizeof group[i] - lg, "%s", sfx);
+        snprintf(label[i], sizeof label[i], "%s%s", dirs[run[i]], sfx);
+    }
+    n = rows;
+    if (!rc) {
+        printf("# target accuracy %g; rounds = the first round whose evaluation reached it; "
+               "accuracy: %s\n",
+               target,
+               pers ? "personalized mean where a run has it" : "global model where a run has it");
+        int w = 24, gw = 24; /* the name columns fit the longest path and group */
+        for (int r = 0; r < n; r++) {
+            int l = (int)strlen(label[r]), lg = (int)strlen(group[r]);
+            w = l > w ? l : w, gw = lg > gw ? lg : gw;
+        }
+        printf("%-*s %8s %8s %8s %14s %14s %14s %12s %10s %8s %9s\n", w, "run", "final", "best",
+               "rounds", "time_s", "bytes", "bytes_total", "flops_total", "best_round", "at_val",
+               "val_round");
+        for (int r = 0; r < n; r++) {
+            double best = NAN, best_round = NAN, rd, ts, bs; /* the first round at its best */
+            for (int i = 0; i < m[r].n; i++)
+                if (!(plot_metrics_acc(&m[r], i) <= best))
+                    best = plot_metrics_acc(&m[r], i), best_round = m[r].round[i];
+            int ok = plot_metrics_to_target(&m[r], target, &rd, &ts, &bs);
+            char c1[32] = "x", c2[32] = "x", c3[32] = "x";
+            if (ok) {
+                snprintf(c1, sizeof c1, "%.0f", rd);
+                snprintf(c2, sizeof c2, "%.3f", ts);
+                snprintf(c3, sizeof c3, "%.0f", bs);
+            }
+            /* the accuracy at the evaluation with the best validation accuracy, and its round */
+            int bv = plot_metrics_best_val(&m[r]);
+            char c4[32] = "-", c5[32] = "-";
+            if (bv >= 0) {
+                snprintf(c4, sizeof c4, "%.4f", plot_metrics_acc(&m[r], bv));
+                snprintf(c5, sizeof c5, "%.0f", m[r].round[bv]);
+            }
+            printf("%-*s %8.4f %8.4f %8s %14s %14s %14.0f %12.4g %10.0f %8s %9s\n", w, label[r],
+                   m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3,
+                   m[r].n ? m[r].bytes[m[r].n - 1] : 0.0, m[r].n ? m[r].flops[m[r].n - 1] : 0.0,
+                   best_round, c4, c5);
+        }
+        /* groups: runs whose folders differ only in their seed (group_of) */
+        printf("\n%-*s %5s %22s %22s %22s %26s\n", gw, "group", "runs", "final", "rounds (reached)",
+               "time_s", "bytes");
+        double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),
+               *tss = sim_xcalloc((size_t)n, 8), *bss = sim_xcalloc((size_t)n, 8);
+        for (int r = 0; r < n; r++) {
+            int seen = 0;
+            for (int q = 0; q < r; q++)
+                seen |= !strcmp(group[q], group[r]);
+            if (seen) continue;
+            int k = 0, hit = 0;
+            for (int q = r; q < n; q++) {
+                if (strcmp(group[q], group[r])) continue;
+                double rd, ts, bs;
+                fin[k++] = m[q].n ? plot_metrics_acc(&m[q], m[q].n - 1) : NAN;
+                if (plot_metrics_to_target(&m[q], target, &rd, &ts, &bs))
+                    rds[hit] = rd, tss[hit] = ts, bss[hit++] = bs;
+            }
+            char a[48], b[48], b2[80], c[48], d[64];
+            mean_std(a, sizeof a, fin, k, 4);
+            mean_std(b, sizeof b, rds, hit, 1);
+            snprintf(b2, sizeof b2, "%s (%d/%d)", b, hit, k);
+            mean_std(c, sizeof c, tss, hit, 1);
+            mean_std(d, sizeof d, bss, hit, 0);
+            printf("%-*s %5d %22s %22s %22s %26s\n", gw, group[r], k, a, b2, c, d);
+        }
+        free(fin), free(rds), free(tss), free(bss);
+    }
+    for (int r = 0; r < n; r++)
+        plot_metrics_destroy(&m[r]);
+    free(m);
+    free(group);
+    free(label);
+    free(run);
+    free(dirs);
+    return rc;
+}
+
+static const char summary_usage[] =
+        "usage: fedsim summary RUN_DIR... [--target ACC] [--acc global|personalized]\n"
+        "\n"
+        "One row per run (final and best accuracy, the round, simulated time and bytes at\n"
+        "which it first reached ACC [0.7], the run's bytes and client FLOPs, the round of\n"
+        "its best accuracy, and with partition.local_val the accuracy at the evaluation\n"
+        "with the best validation accuracy and its round), then per group of runs whose\n"
+        "folders differ only in a trailing -SEED or, for sweep points, a seed=N item\n"
+        "(--vary seed=1,2,3): mean ± std over the runs of final accuracy and, over those\n"
+        "that reached ACC, rounds, time and bytes to it. --acc: the accuracy a run with\n"
+        "both is judged by, global (its global model) [default] or personalized (the\n"
+        "mean over clients); a run with one uses that one. By personalized accuracy, a\n"
+        "run of a method that evaluates over another's training (DM-PFL+ over DM-PFL,\n"
+        "FedAvg-FT over FedAvg) has a second row, \"RUN [base NAME]\": the other method,\n"
+        "from the same run.\n";
+
+const sim_command sim_cmd_summary = {
+        .name = "summary",
+        .summary = "tabulate runs' accuracy and cost to a target; mean ± std over seeds",
+        .usage = summary_usage,
+        .fn = cmd_summary,
+};
