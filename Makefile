@@ -185,7 +185,7 @@ check-symbols: $(LIB_OBJ)
 
 # Includes point downward; sim/base.h, rng.h, units.h and yaml.h are leaves any layer may use.
 # plots/ sits beside the engine (sim/main.c wires them): it may use only base, units and yaml.
-LEAF := sim/\(base\|rng\|units\|yaml\)\.h
+LEAF := sim/\(base\|keys\|rng\|units\|yaml\)\.h
 PLOT_LEAF := sim/\(base\|units\|yaml\)\.h
 check-layers:
 	@if grep -n '#include "\(algos\|devices\|nn\)/' /dev/null $(wildcard plots/*.[ch]); then exit 1; fi

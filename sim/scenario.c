@@ -9,6 +9,7 @@
 
 #include "devices/catalog.h"
 #include "sim/checkpoint.h"
+#include "sim/keys.h"
 
 #include <errno.h>
 #include <math.h>
@@ -27,133 +28,83 @@ const char *sim_default_catalog(void)
 }
 
 /* Reading one section: the map, the dotted prefix used to write defaults back, the document. */
-typedef struct section {
-    sim_yaml *doc;
-    const sim_yaml *map;
-    const char *prefix;
-} section;
+typedef sim_keys_map section;
 
 /* Write a default into the tree (so the resolved file shows it) and mark it used. */
 static void put_default(section *s, const char *key, const char *text)
 {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
-    sim_err ignore;
-    if (sim_yaml_set(s->doc, buf, &ignore) == SIM_OK) {
-        const sim_yaml *m = s->map;
-        if (!m) { /* the section was just created: walk its dotted path, marking it used */
-            char path[256], *save = NULL;
-            snprintf(path, sizeof path, "%s", s->prefix);
-            m = s->doc;
-            for (char *k = strtok_r(path, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
-                m = sim_yaml_get(m, k);
-            s->map = m;
-        }
-        sim_yaml_get(m, key);
-    }
+    sim_keys_put(s, key, text);
+}
+
+/* One key of the types below, through the key-table loader (sim/keys.h). */
+static int get_key(section *s, sim_key k, void *out, sim_err *err)
+{
+    return sim_keys_read(&k, out, s, NULL, err);
 }
 
 static int get_long(section *s, const char *key, long lo, long hi, long dflt, long *out,
                     sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_int(n, key, lo, hi, out, err);
     char t[32];
     snprintf(t, sizeof t, "%ld", dflt);
-    put_default(s, key, t);
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_LONG, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out, sim_err *err)
 {
-    long v;
-    int rc = get_long(s, key, lo, hi, dflt, &v, err);
-    *out = (int)v;
-    return rc;
+    char t[32];
+    snprintf(t, sizeof t, "%ld", dflt);
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_INT, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_double(section *s, const char *key, double lo, double hi, double dflt, double *out,
                       sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_double(n, key, lo, hi, out, err);
     char t[32];
     snprintf(t, sizeof t, "%.17g", dflt);
-    put_default(s, key, t);
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_DOUBLE, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_bool(section *s, const char *key, int dflt, int *out, sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_bool(n, key, out, err);
-    put_default(s, key, dflt ? "true" : "false");
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_BOOL, .dflt = dflt ? "true" : "false"},
+                   out, err);
 }
 
 /* A time that may be absent (0) or "none". */
 static int get_time(section *s, const char *key, sim_time *out, sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    *out = 0;
-    if (!n) {
-        put_default(s, key, "none");
-        return SIM_OK;
-    }
-    if (n->kind == SIM_YAML_SCALAR && !strcmp(n->value, "none")) return SIM_OK;
-    return sim_yaml_time(n, key, out, err);
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_TIME, .dflt = "none"}, out, err);
 }
 
 static int get_str(section *s, const char *key, const char *dflt, char *out, size_t size,
                    sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    const char *v = dflt;
-    if (n) {
-        int rc = sim_yaml_str(n, key, &v, err);
-        if (rc) return rc;
-        if (strlen(v) >= size) return sim_yaml_fail(n, err, "%s: value too long", key);
-    } else if (dflt) {
-        put_default(s, key, dflt);
-    }
-    snprintf(out, size, "%s", v ? v : "");
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_STRING, .size = size, .dflt = dflt},
+                   out, err);
 }
 
 /* One of a fixed list of words. */
 static int get_choice(section *s, const char *key, const char *const *words, int dflt, int *out,
                       sim_err *err)
 {
-    char v[64];
-    int rc = get_str(s, key, words[dflt], v, sizeof v, err);
-    if (rc) return rc;
-    for (int i = 0; words[i]; i++)
-        if (!strcmp(v, words[i])) {
-            *out = i;
-            return SIM_OK;
-        }
-    char list[256] = "";
-    for (int i = 0; words[i]; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", words[i]);
-    return sim_yaml_fail(sim_yaml_get(s->map, key), err, "%s: '%s' is not one of %s", key, v, list);
+    return get_key(
+            s, (sim_key){.name = key, .type = SIM_KEY_CHOICE, .dflt = words[dflt], .words = words},
+            out, err);
 }
 
 /* A sub-map (created empty when absent, so defaults can be written into it). */
 static section sub(section *parent, const char *key, char *prefix_buf, size_t n)
 {
-    snprintf(prefix_buf, n, "%s%s%s", parent->prefix, parent->prefix[0] ? "." : "", key);
-    section s = {parent->doc, sim_yaml_get(parent->map, key), prefix_buf};
-    return s;
+    return sim_keys_sub(parent, key, prefix_buf, n);
 }
 
 static int need_map(const section *s, const char *key, sim_err *err)
 {
-    if (s->map && s->map->kind != SIM_YAML_MAP)
-        return sim_yaml_fail(s->map, err, "%s: expected a map of settings", key);
-    return SIM_OK;
+    return sim_keys_need_map(s, key, err);
 }
 
 /* A key the section needs and lacks: at its map (it is there: the key that picked what needs it
