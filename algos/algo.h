@@ -6,7 +6,8 @@
  * in the job (the down message and the client's private state, both msgpack bytes) and everything
  * it produces comes back in the result (the up message, new private state, and what the job cost).
  * Message lengths are what the simulator charges as bytes on the wire. Adding an algorithm is one
- * file and one line in fl_algos[] (registry.c).
+ * file and one line in fl_algos[] (registry.c): the file declares its settings (fl_section: a key
+ * table, sim/keys.h), capabilities (flags) and random streams, and owns its config struct.
  */
 #ifndef FL_ALGO_H
 #define FL_ALGO_H
@@ -16,123 +17,17 @@
 #include "nn/partition.h"
 #include "nn/train.h"
 #include "sim/base.h"
+#include "sim/keys.h"
 #include "sim/rng.h"
+#include "sim/yaml.h"
 
 #include <msgpack.h>
 #include <stdio.h>
 
-/* SpaFL's Δτ for Eq. 13 (`spafl.delta`): the change since the client's last round
- * (accumulated), the server's last change, sent along with τ (latest: the code; the down message
- * doubles), or the accumulated change divided by the rounds it spans (mean: τ alone travels). */
-enum { FL_DELTA_ACCUMULATED, FL_DELTA_LATEST, FL_DELTA_MEAN };
-
-/* SpaFL's switches (`algorithm.spafl:`; spec 003 §7 and §8). Defaults follow the released FMNIST
- * code (algos/spafl.c). */
-typedef struct fl_spafl_config {
-    double alpha; /* α of the regulariser α·Σexp(−τ) */
-    int warmup;   /* use α·σ(10r − 5) in round r, as the code does (1) or α throughout (0) */
-    int eq13;     /* shift weights by the global threshold change before training */
-    int eq13_nin; /* Eq. 13 divides by n_in (paper) instead of k·k for convs (code) */
-    int delta;    /* the Δτ Eq. 13 uses: FL_DELTA_* */
-    int momentum_reset; /* momentum restarts every job (CIFAR code) instead of persisting */
-    int ste_weight;     /* the code's straight-through gradient into w through mean|w| */
-    int freeze_weights; /* train thresholds only (Table 1); implies no Eq. 13 */
-    int clamp;          /* keep w in [−1, 1] and τ in [0, 1] (the paper's text) */
-    double collapse;    /* a layer whose keep ratio is at most this resets its thresholds to 0 */
-} fl_spafl_config;
-
-/* The width family's settings (`algorithm.width:`). With by = fixed, HeteroFL and FedRolex train
- * every client at width p and FjORD draws a width uniformly in [min, max] for every job (ordered
- * dropout). With by = capacity, client i's width is the largest p_i on the grid with
- * p_i² ≤ r_i (its capacity, fl_env.capacity), and FjORD draws among the grid widths up to p_i.
- * The grid: multiples of step (FjORD, FedRolex), or step·2^j halvings from 1 (HeteroFL); step is
- * also the narrowest width. eval is the width of the global model evaluated. */
-typedef struct fl_width_config {
-    double p, min, max, eval, step;
-    int by_capacity, halving;
-    int kd;     /* FjORD: self-distil the nested width from the widest (else train it alone) */
-    int scaler; /* HeteroFL's Scaler: a p-wide sub-model's hidden outputs ×1/p, in training and
-                   evaluation (nn_model's narrow_scale) */
-} fl_width_config;
-
-/* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in
- * which clients train and send personal subnetworks, then the base algorithm. */
-typedef struct fl_pews_config {
-    int prox;          /* base FedProx (mu from the algorithm map) instead of FedAvg */
-    int warmup;        /* W: warmup rounds (the scenario gives τ = W/T) */
-    int fixed;         /* FedPeWS-Fixed: disjoint contiguous neuron groups, no mask learning */
-    double lambda;     /* weight of the mask-diversity reward */
-    double mask_lr;    /* η_s, plain SGD on the neuron scores */
-    double score_init; /* s at the start (0: keep probability 0.5) */
-    int theta_binary;  /* others' masks as their last binary masks instead of σ(s) */
-} fl_pews_config;
-
-/* Hyperparameters from the scenario's `algorithm:` map (defaults in scenarios/README.md). */
-/* pFedGate's settings (`algorithm.pfedgate:`; spec 000): a density budget s per client (one for
- * all, or its capacity), B blocks per tensor, the gate's paths and lr, gradient-norm clipping,
- * and the server's rule (per block over the clients that sent it, or the code's dense one). */
-typedef struct fl_pfedgate_config {
-    double s;           /* the budget when not by capacity */
-    int by_capacity;    /* s_i = the client's capacity r_i */
-    int blocks;         /* B */
-    int code_split;     /* B equal chunks per tensor instead of the paper's first-block rule */
-    int paths;          /* 2 (paper) or 1 (the code's default) */
-    double gate_lr;     /* η of the gating layer (the model's is algorithm.lr) */
-    double clip;        /* gradient-norm clip, model and gate separately (0: none) */
-    int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
-    int eval_global;    /* every client evaluated on the new global model, instead of a client
-                           the aggregation just absorbed on its own trained copy (the code) */
-} fl_pfedgate_config;
-
-/* DM-PFL's settings (`algorithm.dmpfl:`; spec 001 §2 and §8; defaults there). The schedule:
- * `iterations` I repeats of (phase 1: mask training, 2a: federated refinement of w_g under a fixed
- * m_g, 2b: local refinement of the private weights) over `rounds` T, split phase1 / phase2a / rest
- * of each iteration's T/I rounds; I = 0 is phase 1 throughout (the iter = 0 ablation). */
-typedef struct fl_dmpfl_config {
-    double density;     /* 1 − S: the share of each masked tensor's weights kept */
-    int skip_first;     /* the first conv/linear layer stays dense (uniform_skip_first) */
-    int iterations;     /* I */
-    int rounds;         /* T, the scenario's rounds */
-    double phase1;      /* share of an iteration in phase 1 */
-    double phase2a;     /* share in phase 2a (phase 2b gets the rest) */
-    double alpha;       /* α_0, the readjust share of a layer's kept weights */
-    int anneal;         /* α_t = α_0/2·(1 + cos(π t/T)) (1) or α_0 throughout (0) */
-    int readjust_every; /* readjust on every this many phase-1 rounds (by round number) */
-    double vote;        /* m_g keeps positions chosen by more than this share of the clients */
-    int reset_private;  /* phase 2b starts from zero private weights (Algorithm 3 literally) */
-} fl_dmpfl_config;
-
-/* Pa3dFL's settings (`algorithm.pa3dfl:`; spec 004, defaults its Fashion Hetero column). */
-#define FL_PA3DFL_MAX_DEPTH 4
-typedef struct fl_pa3dfl_config {
-    double lambda;  /* λ of the orthogonality penalty (Eq. 32) */
-    double hn_lr;   /* γ, the hyper-network's SGD step */
-    double hn_clip; /* gradient-norm clip of the embeddings, encoder and temperatures (0: none) */
-    int hn_nlms;    /* decoder steps normalized by 1 + ‖ê‖² (fl_p3_hn_backward) */
-    int hn_unit;    /* encoded embeddings scaled to unit norm (fl_p3_hn.unit) */
-    int embed;      /* d_e */
-    int hidden;     /* d_h */
-    int depth;      /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
-    double p_min; /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
-    double val;   /* share of a client's training samples held out to choose α */
-    int alphas;   /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
-    int hn;       /* 0: Table 3's "w.o. HN-based Agg." (personal parts stay on the clients) */
-} fl_pa3dfl_config;
-
-/* pFedHN's settings (`algorithm.pfedhn:`; FLGo's defaults, which Pa3dFL's Table 1 ran): the
- * hyper-network embedding → `layers` + 1 linear layers (ReLU between) of width `hidden` → the
- * generated shared part, its SGD step and gradient-norm clip, and the model evaluated. */
-#define FL_PFEDHN_MAX_LAYERS 8
-typedef struct fl_pfedhn_config {
-    int embed;        /* d_e (the scenario's default: 1 + clients/4) */
-    int hidden;       /* d_h */
-    int layers;       /* hidden layers after the first, at most FL_PFEDHN_MAX_LAYERS */
-    double lr;        /* the hyper-network's SGD step */
-    double clip;      /* its gradient-norm clip (0: none) */
-    int eval_trained; /* evaluate the model the client's last job left (FLGo's logger) instead of
-                         the one generated for it now */
-} fl_pfedhn_config;
-
+/* The keys every algorithm shares (`algorithm:`; defaults in scenarios/README.md), and the chosen
+ * algorithm's own settings: the block its section's keys fill (fl_section), which only its own
+ * file knows the type of. */
+#define FL_MAX_SECTIONS 32
 typedef struct fl_config {
     char name[32];
     int local_epochs; /* passes over the client's data per job (when local_steps is 0) */
@@ -146,17 +41,10 @@ typedef struct fl_config {
     double mu;        /* FedProx proximal weight */
     double server_lr; /* applied to the weighted mean update (1 = plain FedAvg) */
     int uniform;      /* weight every update by 1 instead of the client's sample count */
-    fl_spafl_config spafl;
-    fl_width_config width;
-    fl_pews_config pews;
-    fl_pfedgate_config pfedgate;
-    fl_dmpfl_config dmpfl;
-    double ditto_lambda; /* Ditto's proximal weight λ (`algorithm.ditto.lambda`) */
-    double apfl_alpha;   /* APFL's initial mixing weight α (`algorithm.apfl.alpha`) */
-    int apfl_adapt;      /* APFL learns α by gradient (1) or keeps it (`algorithm.apfl.adapt`) */
-    int ft_epochs;       /* FedAvg-FT's fine-tuning epochs (`algorithm.finetune.epochs`) */
-    fl_pa3dfl_config pa3dfl;
-    fl_pfedhn_config pfedhn;
+    const void *own;  /* the chosen algorithm's settings (its fl_algo.section's block), or NULL */
+    /* owned: the block of every section read (the chosen algorithm's, and any other present in
+     * the scenario), by index in fl_sections[]; fl_config_destroy frees them */
+    void *blocks[FL_MAX_SECTIONS];
 } fl_config;
 
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
@@ -204,10 +92,46 @@ typedef struct fl_worker {
     size_t msg_bytes; /* cached size of a dense parameter message (cost-only mode) */
 } fl_worker;
 
+/* An algorithm's section of settings (`algorithm.NAME:`): its keys (a table ending with a key
+ * whose name is NULL) fill a block of `size` bytes, which fl_config.own points to when the
+ * algorithm is the one chosen. Members of a family share one section. check, when given, runs
+ * once every key is read: derived values and checks across keys, with errors at the key (map is
+ * the section as read, sim_yaml_get(map, KEY) the key's node). */
+typedef struct fl_section {
+    const char *name;
+    const sim_key *keys;
+    size_t size;
+    int (*check)(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err);
+} fl_section;
+
+/* A random stream an algorithm draws from: tag "ALGO.WHAT" and the purpose id it seeds with
+ * (sim_rng_seed). An id once used never changes (results depend on it); a new stream may give 0,
+ * and fl_stream_id derives its id from the tag, above every core purpose of sim/rng.h. */
+typedef struct fl_stream {
+    const char *tag;
+    uint64_t id;
+} fl_stream;
+uint64_t fl_stream_id(const fl_stream *s);
+
+/* What an algorithm can do, as fl_algo.flags. */
+enum {
+    FL_HAS_GLOBAL = 1 << 0,     /* a meaningful global model (not local-only) */
+    FL_KEEPS_MOMENTUM = 1 << 1, /* honours algorithm.persistent_momentum (fl_momentum_load) */
+    FL_NEEDS_BATCH2 = 1 << 2,   /* batch_size >= 2 (batch norm in a gate) */
+    FL_PLAIN_SGD = 1 << 3,      /* clients take plain SGD steps: no momentum, no weight_decay */
+};
+
+/* Bumped when fl_algo changes shape; every registered algorithm states the one it was written
+ * against (the registry's test checks them all). */
+#define FL_ALGO_VERSION 1
+
 typedef struct fl_algo {
+    int version; /* FL_ALGO_VERSION */
     const char *name;
     const char *summary;
-    int has_global; /* 0 when there is no meaningful global model (local-only) */
+    unsigned flags;            /* FL_* capabilities */
+    const fl_section *section; /* its settings (NULL: only the shared keys) */
+    const fl_stream *streams;  /* its random streams, ending with a NULL tag (NULL: none) */
     void *(*server_new)(const fl_env *env, sim_err *err);
     void (*server_free)(void *server);
     /* The down message for client's job of `round` (the job's fl_job.round) into out; returns its
@@ -260,11 +184,32 @@ typedef struct fl_algo {
     int (*warn)(const fl_env *env, char *msg, size_t cap);
 } fl_algo;
 
-extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
-        fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
-        fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_apfl, fl_pa3dfl, fl_pfedhn;
-extern const fl_algo *const fl_algos[]; /* NULL-terminated */
+extern const fl_algo *const fl_algos[];       /* NULL-terminated (registry.c) */
+extern const fl_section *const fl_sections[]; /* every section, in reading order, NULL-ended */
 const fl_algo *fl_algo_find(const char *name);
+/* The plain dense algorithm (FedAvg), whose job `fedsim check` prices a model's dense job by. */
+extern const fl_algo *const fl_dense;
+/* The id of the stream tagged tag ("ALGO.WHAT") that a registered algorithm declares; asserts
+ * there is one. */
+uint64_t fl_algo_stream(const char *tag);
+
+/* Read the `algorithm:` map at the dotted path of doc (defaults written back): the shared keys,
+ * the name (an unknown one is an error listing the known), the chosen algorithm's section (its
+ * defaults written even when absent) and every other section present (checked, so a sweep over
+ * algorithm.name can keep one scenario), then the checks the algorithm's flags ask for. ctx
+ * gives rounds, clients and async; c is filled (fl_config_destroy frees it, on error too). */
+int fl_config_read(fl_config *c, sim_yaml *doc, const char *path, const sim_key_ctx *ctx,
+                   sim_err *err);
+/* The same from YAML text holding an `algorithm:` map's content ("{name: spafl, spafl: {alpha:
+ * 0.1}}", file name "config"), with ctx's rounds and clients (NULL: 100 and 10, sync), and
+ * every key checked used: for tests. */
+int fl_config_load(fl_config *c, const char *text, const sim_key_ctx *ctx, sim_err *err);
+void fl_config_destroy(fl_config *c);
+/* `fedsim keys` for the `algorithm:` map: its shared keys, then every section's (sim_keys_print);
+ * returns how many keys were printed. */
+int fl_keys_print(FILE *f, const char *filter, int markdown);
+/* The block of section s read into c (NULL when s was not read). */
+const void *fl_config_block(const fl_config *c, const fl_section *s);
 
 /* Shared pieces for algorithm files. */
 void fl_result_init(fl_result *r);
@@ -309,15 +254,6 @@ void fl_loop_finish(fl_loop *L, fl_result *res);
 /* Add steps to res->steps (saturating at INT32_MAX). */
 void fl_count_steps(fl_result *res, int64_t steps);
 
-/* FjORD's nested width for one local step of a client whose widest is top: a grid width up to
- * top, or uniform in [min, max] when all clients share one width. */
-double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r);
-/* The width a capacity r affords on w's grid: the largest grid width p with p² ≤ r (a p-wide
- * model costs about p² of the full one), and the narrowest, step, when none does. */
-double fl_width_for(const fl_width_config *w, double r);
-/* fl_width_for at client's capacity (1 when the scenario gives none). */
-double fl_capacity_width(const fl_env *env, int32_t client);
-
 /* One SGD step (opt: lr, momentum in m->mom, weight decay; no clipping) on m's last layer alone,
  * a linear one, from the last forward's logits and features against labels y (B): the mean
  * cross-entropy's gradient through the head only, the body untouched (FedRep's head epochs).
@@ -340,15 +276,12 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
 typedef void fl_grad_fn(nn_model *m, void *ctx);
 void fl_local_sgd_with(const fl_env *env, const fl_job *job, nn_model *m, double weight_decay,
                        fl_grad_fn *fn, void *ctx, fl_result *res);
-/* algorithm.persistent_momentum (kept by the algorithms fl_momentum_keepers names, a
- * NULL-terminated list; fl_persistent_momentum_ok looks one up): m->mom is the
+/* algorithm.persistent_momentum (kept by the algorithms flagged FL_KEEPS_MOMENTUM): m->mom is the
  * client's momentum from its last job, kept in its private state after the algorithm's own
  * `skip` msgpack objects, or zero (none kept yet, or momentum per job). Both local SGD loops
  * start from m->mom as it is then; fl_momentum_save appends it to the new private state. */
 int fl_momentum_load(const fl_env *env, const fl_job *job, int skip, nn_model *m, sim_err *err);
 void fl_momentum_save(const fl_env *env, const nn_model *m, fl_result *res);
-extern const char *const fl_momentum_keepers[];
-int fl_persistent_momentum_ok(const char *algo);
 
 /* Checkpoint of a FedAvg-style server: [global floats, acc doubles, mass] with the arrays as raw
  * native-order bytes (a checkpoint is read back by the same build, and raw bytes keep every bit,

@@ -255,16 +255,6 @@ void fl_momentum_save(const fl_env *env, const nn_model *m, fl_result *res)
     nn_pack_f32(&pk, m->mom, m->arch.layout.n_floats);
 }
 
-const char *const fl_momentum_keepers[] = {"fedavg", "fedavg-ft", "fedprox",
-                                           "local",  "pfedgate",  NULL};
-
-int fl_persistent_momentum_ok(const char *algo)
-{
-    for (int i = 0; fl_momentum_keepers[i]; i++)
-        if (!strcmp(algo, fl_momentum_keepers[i])) return 1;
-    return 0;
-}
-
 typedef struct prox_ctx {
     double mu;
     const float *anchor;
@@ -282,28 +272,6 @@ void fl_local_sgd(const fl_env *env, const fl_job *job, nn_model *m, double mu, 
     prox_ctx p = {mu, anchor};
     fl_local_sgd_with(env, job, m, env->cfg->weight_decay, mu > 0 && anchor ? prox_fn : NULL, &p,
                       res);
-}
-
-double fl_capacity_width(const fl_env *env, int32_t client)
-{
-    return fl_width_for(&env->cfg->width, env->capacity ? env->capacity[client] : 1);
-}
-
-double fl_width_for(const fl_width_config *w, double r)
-{
-    if (w->halving) {
-        double p = 1;
-        while (p * p > r && p / 2 >= w->step * (1 - 1e-9))
-            p /= 2;
-        return p;
-    }
-    int top = (int)floor(1 / w->step + 1e-9), k = (int)floor(sqrt(r) / w->step + 1e-9);
-    if (k > top) k = top;
-    while (k < top && ((k + 1) * w->step) * ((k + 1) * w->step) <= r)
-        k++;
-    while (k > 1 && (k * w->step) * (k * w->step) > r)
-        k--;
-    return k < 1 ? w->step : k == top ? 1.0 : k * w->step;
 }
 
 void fl_save_sums(msgpack_packer *pk, const float *global, const double *acc, double mass,

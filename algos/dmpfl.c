@@ -65,6 +65,63 @@ void fl_dm_shape_init(fl_dm_shape *s, const nn_arch *a, double density, int skip
     }
 }
 
+static const char *const POLICIES[] = {"auto", "uniform", "uniform_skip_first", NULL};
+static const char *const ANNEAL[] = {"constant", "cosine", NULL};
+
+#define K(field) .offset = offsetof(fl_dmpfl_config, field)
+static const sim_key KEYS[] = {
+        {"sparsity", SIM_KEY_DOUBLE, K(sparsity), .dflt = "0.5", .lo = 0, .hi = 0.999,
+         .doc = "S: the share of each masked tensor's weights pruned"},
+        {"density_policy", SIM_KEY_CHOICE, K(policy), .dflt = "auto", .words = POLICIES,
+         .doc = "auto keeps the first layer dense for CNNs (uniform_skip_first), not for MLPs"},
+        {"iterations", SIM_KEY_INT, K(iterations), .dflt = "2", .lo = 0, .hi = 100000,
+         .doc = "I: repeats of phases 1, 2a, 2b over the rounds (0: phase 1 throughout)"},
+        {"phase1", SIM_KEY_DOUBLE, K(phase1), .dflt = "0.5", .lo = 0, .hi = 1,
+         .doc = "share of an iteration in phase 1 (mask training)"},
+        {"phase2a", SIM_KEY_DOUBLE, K(phase2a), .dflt = "0.25", .lo = 0, .hi = 1,
+         .doc = "share in phase 2a (federated refinement; 2b gets the rest)"},
+        {"alpha", SIM_KEY_DOUBLE, K(alpha), .dflt = "0.5", .lo = 0, .hi = 1,
+         .doc = "α_0, the readjust share of a layer's kept weights"},
+        {"anneal", SIM_KEY_CHOICE, K(anneal), .dflt = "cosine", .words = ANNEAL,
+         .doc = "α_t cosine-annealed over the rounds, or constant"},
+        {"readjust_every", SIM_KEY_INT, K(readjust_every), .dflt = "1", .lo = 1, .hi = 100000,
+         .doc = "readjust on every this many phase-1 rounds"},
+        {"vote", SIM_KEY_DOUBLE, K(vote), .dflt = "0.3", .lo = 0, .hi = 1,
+         .doc = "m_g keeps positions chosen by more than this share of the clients"},
+        {"reset_private", SIM_KEY_BOOL, K(reset_private), .dflt = "false",
+         .doc = "phase 2b starts from zero private weights (Algorithm 3 literally)"},
+        {0},
+};
+#undef K
+
+static int dmpfl_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
+{
+    fl_dmpfl_config *c = block;
+    c->density = 1 - c->sparsity;
+    c->skip_first = c->policy - 1; /* auto −1, uniform 0, uniform_skip_first 1 */
+    c->rounds = ctx->rounds;
+    if (c->phase1 + c->phase2a > 1 + 1e-9)
+        return sim_yaml_fail(sim_yaml_get(map, "phase2a"), err,
+                             "dmpfl: phase1 %g + phase2a %g is more than a whole iteration",
+                             c->phase1, c->phase2a);
+    if (c->iterations > ctx->rounds)
+        return sim_yaml_fail(sim_yaml_get(map, "iterations"), err,
+                             "dmpfl: %d iterations do not fit in %d rounds", c->iterations,
+                             ctx->rounds);
+    return SIM_OK;
+}
+
+const fl_section fl_dmpfl_section = {"dmpfl", KEYS, sizeof(fl_dmpfl_config), dmpfl_check};
+
+/* DM-PFL's regrowth gradient batch; index: the job's batch stream */
+enum { RNG_GRAD_BATCH = 10 };
+static const fl_stream STREAMS[] = {{"dmpfl.grad_batch", RNG_GRAD_BATCH}, {0}};
+
+static const fl_dmpfl_config *conf(const fl_env *env)
+{
+    return env->cfg->own;
+}
+
 fl_dm_phase fl_dm_phase_of(const fl_dmpfl_config *c, int round)
 {
     if (c->iterations <= 0) return FL_DM_P1;
@@ -404,7 +461,7 @@ typedef struct dmpfl {
 
 static void dm_config_shape(fl_dm_shape *sh, const fl_env *env)
 {
-    const fl_dmpfl_config *c = &env->cfg->dmpfl;
+    const fl_dmpfl_config *c = conf(env);
     fl_dm_shape_init(sh, env->arch, c->density, c->skip_first);
 }
 
@@ -456,7 +513,7 @@ static void dmpfl_free(void *p)
 static size_t dmpfl_down(void *p, int32_t c, int32_t round, msgpack_sbuffer *out)
 {
     dmpfl *s = p;
-    const fl_dmpfl_config *cfg = &s->env->cfg->dmpfl;
+    const fl_dmpfl_config *cfg = conf(s->env);
     if (!out && round != s->cost_round) { /* cost-only: the versions the aggregation would set */
         fl_dm_phase last = s->cost_round < 0 ? FL_DM_P2B : fl_dm_phase_of(cfg, s->cost_round);
         s->gver += last != FL_DM_P2B;
@@ -524,7 +581,7 @@ static void dmpfl_aggregate(void *p)
         if (s->agg_phase == FL_DM_P1) {
             /* m_g: the largest |w_g| among the positions more than vote·K clients chose */
             uint8_t *cand = sim_xmalloc(nf);
-            double need = s->env->cfg->dmpfl.vote * s->n_in;
+            double need = conf(s->env)->vote * s->n_in;
             for (size_t j = 0; j < nf; j++)
                 cand[j] = s->votes[j] > need;
             for (int t = 0; t < L->n; t++) {
@@ -629,7 +686,7 @@ static void regrow_grad(const fl_env *env, const fl_job *job, nn_model *m, float
         return;
     }
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_GRAD_BATCH, job->stream);
+    sim_rng_seed(&r, env->seed, RNG_GRAD_BATCH, job->stream);
     nn_batcher b;
     nn_batcher_init(&b, env->train, env->part->idx[job->client], n, env->cfg->batch_size, 0, &r);
     int nb = nn_batcher_next(&b);
@@ -653,7 +710,7 @@ static void target_mask(uint8_t *mask, const fl_dm_shape *s)
 static int dmpfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                        sim_err *err)
 {
-    const fl_dmpfl_config *cfg = &env->cfg->dmpfl;
+    const fl_dmpfl_config *cfg = conf(env);
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
     fl_dm_shape sh;
@@ -912,46 +969,46 @@ static int dmpfl_load(void *p, const msgpack_object *o, sim_err *err)
 static double dmpfl_width(const fl_env *env, int32_t client)
 {
     (void)client;
-    return sqrt(env->cfg->dmpfl.density);
+    return sqrt(conf(env)->density);
 }
 
-const fl_algo fl_dmpfl = {"dmpfl",
-                          "DM-PFL: a sparse global model and sparse personal models sharing "
-                          "weights through dual masks",
-                          1,
-                          dmpfl_new,
-                          dmpfl_free,
-                          dmpfl_down,
-                          dmpfl_train,
-                          dmpfl_absorb,
-                          dmpfl_aggregate,
-                          dmpfl_eval,
-                          dmpfl_save,
-                          dmpfl_load,
-                          NULL,
-                          NULL,
-                          dmpfl_width,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL};
-const fl_algo fl_dmpfl_plus = {"dmpfl+",
-                               "DM-PFL+: DM-PFL choosing the personal or the global model per "
-                               "test sample",
-                               1,
-                               dmpfl_new,
-                               dmpfl_free,
-                               dmpfl_down,
-                               dmpfl_train,
-                               dmpfl_absorb,
-                               dmpfl_aggregate,
-                               dmpfl_eval,
-                               dmpfl_save,
-                               dmpfl_load,
-                               NULL,
-                               NULL,
-                               dmpfl_width,
-                               plus_eval_client,
-                               NULL,
-                               "dmpfl",
-                               NULL};
+const fl_algo fl_dmpfl = {
+        .version = FL_ALGO_VERSION,
+        .name = "dmpfl",
+        .summary = "DM-PFL: a sparse global model and sparse personal models sharing "
+                   "weights through dual masks",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_dmpfl_section,
+        .streams = STREAMS,
+        .server_new = dmpfl_new,
+        .server_free = dmpfl_free,
+        .job_down = dmpfl_down,
+        .client_train = dmpfl_train,
+        .server_absorb = dmpfl_absorb,
+        .server_aggregate = dmpfl_aggregate,
+        .eval_params = dmpfl_eval,
+        .server_save = dmpfl_save,
+        .server_load = dmpfl_load,
+        .client_width = dmpfl_width,
+};
+const fl_algo fl_dmpfl_plus = {
+        .version = FL_ALGO_VERSION,
+        .name = "dmpfl+",
+        .summary = "DM-PFL+: DM-PFL choosing the personal or the global model per "
+                   "test sample",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_dmpfl_section,
+        .streams = STREAMS,
+        .server_new = dmpfl_new,
+        .server_free = dmpfl_free,
+        .job_down = dmpfl_down,
+        .client_train = dmpfl_train,
+        .server_absorb = dmpfl_absorb,
+        .server_aggregate = dmpfl_aggregate,
+        .eval_params = dmpfl_eval,
+        .server_save = dmpfl_save,
+        .server_load = dmpfl_load,
+        .client_width = dmpfl_width,
+        .eval_client = plus_eval_client,
+        .base = "dmpfl",
+};

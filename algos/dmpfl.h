@@ -17,6 +17,27 @@
 #include <msgpack.h>
 #include <stdint.h>
 
+/* DM-PFL's settings (`algorithm.dmpfl:`; spec 001 §2 and §8; defaults there), fl_config.own for
+ * dmpfl and dmpfl+. The schedule: `iterations` I repeats of (phase 1: mask training, 2a: federated
+ * refinement of w_g under a fixed m_g, 2b: local refinement of the private weights) over `rounds`
+ * T, split phase1 / phase2a / rest of each iteration's T/I rounds; I = 0 is phase 1 throughout
+ * (the iter = 0 ablation). */
+typedef struct fl_dmpfl_config {
+    double sparsity;    /* S, as given */
+    int policy;         /* density_policy: auto, uniform, uniform_skip_first */
+    double density;     /* 1 − S: the share of each masked tensor's weights kept */
+    int skip_first;     /* the first conv/linear layer stays dense (uniform_skip_first) */
+    int iterations;     /* I */
+    int rounds;         /* T, the scenario's rounds */
+    double phase1;      /* share of an iteration in phase 1 */
+    double phase2a;     /* share in phase 2a (phase 2b gets the rest) */
+    double alpha;       /* α_0, the readjust share of a layer's kept weights */
+    int anneal;         /* α_t = α_0/2·(1 + cos(π t/T)) (1) or α_0 throughout (0) */
+    int readjust_every; /* readjust on every this many phase-1 rounds (by round number) */
+    double vote;        /* m_g keeps positions chosen by more than this share of the clients */
+    int reset_private;  /* phase 2b starts from zero private weights (Algorithm 3 literally) */
+} fl_dmpfl_config;
+
 typedef enum fl_dm_phase { FL_DM_P1, FL_DM_P2A, FL_DM_P2B } fl_dm_phase;
 
 typedef struct fl_dm_shape {

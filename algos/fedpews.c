@@ -30,9 +30,65 @@
 
 enum { FULL, LEARNED, FIXED };
 
+/* FedPeWS's settings (`algorithm.pews:`; spec 002): a warmup of the first `warmup` rounds in
+ * which clients train and send personal subnetworks, then the base algorithm. */
+typedef struct pews_config {
+    int prox;          /* base FedProx (mu from the algorithm map) instead of FedAvg */
+    double tau;        /* the warmup as a share τ of the rounds */
+    int fixed;         /* FedPeWS-Fixed: disjoint contiguous neuron groups, no mask learning */
+    double lambda;     /* weight of the mask-diversity reward */
+    double mask_lr;    /* η_s, plain SGD on the neuron scores */
+    double score_init; /* s at the start (0: keep probability 0.5) */
+    int theta_binary;  /* others' masks as their last binary masks instead of σ(s) */
+    int warmup;        /* W = round(τ·rounds): warmup rounds */
+} pews_config;
+
+static const char *const BASES[] = {"fedavg", "fedprox", NULL};
+static const char *const MODES[] = {"learned", "fixed", NULL};
+static const char *const THETA[] = {"prob", "binary", NULL};
+
+#define K(field) .offset = offsetof(pews_config, field)
+static const sim_key KEYS[] = {
+        {"base", SIM_KEY_CHOICE, K(prox), .dflt = "fedavg", .words = BASES,
+         .doc = "the algorithm after the warmup (fedprox: with algorithm.mu)"},
+        {"warmup", SIM_KEY_DOUBLE, K(tau), .dflt = "0.125", .lo = 0, .hi = 1, .unit = "of rounds",
+         .doc = "the warmup τ: its rounds are round(τ·rounds)"},
+        {"mode", SIM_KEY_CHOICE, K(fixed), .dflt = "learned", .words = MODES,
+         .doc = "masks learned, or FedPeWS-Fixed's disjoint neuron groups"},
+        {"lambda", SIM_KEY_DOUBLE, K(lambda), .dflt = "1", .lo = 0, .hi = 1e6,
+         .doc = "weight of the mask-diversity reward"},
+        {"mask_lr", SIM_KEY_DOUBLE, K(mask_lr), .dflt = "0.1", .lo = 0, .hi = 1e6,
+         .doc = "η_s, plain SGD on the neuron scores"},
+        {"score_init", SIM_KEY_DOUBLE, K(score_init), .dflt = "0", .lo = -100, .hi = 100,
+         .doc = "the scores' start (0: keep probability 0.5)"},
+        {"theta", SIM_KEY_CHOICE, K(theta_binary), .dflt = "prob", .words = THETA,
+         .doc = "others' masks as σ(s) or as their last binary masks"},
+        {0},
+};
+#undef K
+
+static int pews_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
+{
+    pews_config *c = block;
+    (void)map, (void)err;
+    c->warmup = (int)floor(c->tau * ctx->rounds + 0.5);
+    return SIM_OK;
+}
+
+const fl_section fl_pews_section = {"pews", KEYS, sizeof(pews_config), pews_check};
+
+/* FedPeWS's mask samples; index: the job's batch stream */
+enum { RNG_MASKS = 9 };
+static const fl_stream STREAMS[] = {{"fedpews.masks", RNG_MASKS}, {0}};
+
+static const pews_config *conf(const fl_config *c)
+{
+    return c->own;
+}
+
 static int phase(const fl_config *c, int32_t round)
 {
-    return round >= c->pews.warmup ? FULL : c->pews.fixed ? FIXED : LEARNED;
+    return round >= conf(c)->warmup ? FULL : conf(c)->fixed ? FIXED : LEARNED;
 }
 
 static double sigmoid(double x)
@@ -157,7 +213,7 @@ static void *pews_new(const fl_env *env, sim_err *err)
     fl_sub_acc_init(&s->acc, nf);
     s->theta = sim_xmalloc(sizeof(float) * (size_t)s->n * (size_t)s->h + 1);
     for (size_t j = 0; j < (size_t)s->n * (size_t)s->h; j++)
-        s->theta[j] = (float)sigmoid(env->cfg->pews.score_init);
+        s->theta[j] = (float)sigmoid(conf(env->cfg)->score_init);
     s->loo = sim_xcalloc((size_t)s->h + 1, sizeof(float));
     s->masks = sim_xcalloc((size_t)s->n * (size_t)s->h + 1, 1);
     s->got = sim_xcalloc((size_t)s->n + 1, 1);
@@ -226,7 +282,7 @@ static int pews_absorb(void *p, int32_t client, const void *up, size_t len, doub
         get_units(&s->m, mk);
         s->got[client] = 1;
         float *t = s->theta + (size_t)client * s->h;
-        if (has_theta && !s->env->cfg->pews.theta_binary)
+        if (has_theta && !conf(s->env->cfg)->theta_binary)
             memcpy(t, theta, sizeof(float) * (size_t)s->h);
         else if (has_theta)
             for (int j = 0; j < s->h; j++)
@@ -417,11 +473,11 @@ static void learned_sgd(const fl_env *env, const fl_job *job, nn_model *m, float
                         const float *loo, const float *anchor, uint8_t *keep, fl_result *res)
 {
     const fl_config *cfg = env->cfg;
-    const fl_pews_config *pc = &cfg->pews;
+    const pews_config *pc = conf(cfg);
     int h = fl_sub_units(env->arch);
     size_t nf = env->arch->layout.n_floats;
     sim_rng mr;
-    sim_rng_seed(&mr, env->seed, SIM_RNG_MASKS, job->stream);
+    sim_rng_seed(&mr, env->seed, RNG_MASKS, job->stream);
     fl_loop L;
     if (fl_loop_start(&L, env, job, m)) {
         double mu = pc->prox ? cfg->mu : 0;
@@ -467,9 +523,9 @@ static int train_cost_only(const fl_env *env, const fl_job *job, fl_worker *w, f
         fl_local_sgd(env, job, m, 0, NULL, res); /* Procedure I's dense passes */
         float *s = sim_xmalloc(sizeof(float) * ((size_t)h + 1));
         for (int j = 0; j < h; j++)
-            s[j] = (float)env->cfg->pews.score_init;
+            s[j] = (float)conf(env->cfg)->score_init;
         sim_rng r;
-        sim_rng_seed(&r, env->seed, SIM_RNG_MASKS, job->stream);
+        sim_rng_seed(&r, env->seed, RNG_MASKS, job->stream);
         sample(&r, s, keep, h);
         free(s);
         set_units(m, keep);
@@ -487,7 +543,7 @@ static int pews_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
                       sim_err *err)
 {
     if (env->cost_only) return train_cost_only(env, job, w, res);
-    const fl_pews_config *pc = &env->cfg->pews;
+    const pews_config *pc = conf(env->cfg);
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
     int ph = phase(env->cfg, job->round), h = fl_sub_units(env->arch), has_loo;
@@ -536,22 +592,22 @@ static int pews_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
     return rc;
 }
 
-const fl_algo fl_fedpews = {"fedpews",
-                            "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
-                            1,
-                            pews_new,
-                            pews_free,
-                            pews_down,
-                            pews_train,
-                            pews_absorb,
-                            pews_aggregate,
-                            pews_eval,
-                            pews_save,
-                            pews_load,
-                            "masks.tsv",
-                            pews_report,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL,
-                            NULL};
+const fl_algo fl_fedpews = {
+        .version = FL_ALGO_VERSION,
+        .name = "fedpews",
+        .summary = "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_pews_section,
+        .streams = STREAMS,
+        .server_new = pews_new,
+        .server_free = pews_free,
+        .job_down = pews_down,
+        .client_train = pews_train,
+        .server_absorb = pews_absorb,
+        .server_aggregate = pews_aggregate,
+        .eval_params = pews_eval,
+        .server_save = pews_save,
+        .server_load = pews_load,
+        .report_file = "masks.tsv",
+        .report = pews_report,
+};

@@ -5,7 +5,7 @@
  * There is no global model. With `algorithm.width: {by: capacity}` each
  * client trains (and is evaluated at) the widest model its capacity affords, as the width
  * family does: Pa3dFL's Table 1 LocalOnly. */
-#include "algos/algo.h"
+#include "algos/width.h"
 
 #include "nn/pack.h"
 
@@ -37,7 +37,7 @@ static void local_free(void *p)
 /* The width client trains: its capacity's grid width with `width.by: capacity`, else full. */
 static double local_width(const fl_env *env, int32_t client)
 {
-    return env->cfg->width.by_capacity ? fl_capacity_width(env, client) : 1;
+    return fl_width_by_capacity(env, client);
 }
 
 static size_t local_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
@@ -116,22 +116,19 @@ static int local_load(void *p, const msgpack_object *o, sim_err *err)
     return SIM_OK;
 }
 
-const fl_algo fl_local = {"local",
-                          "Local-only: each client trains alone, nothing is sent",
-                          0,
-                          local_new,
-                          local_free,
-                          local_down,
-                          local_train,
-                          local_absorb,
-                          local_aggregate,
-                          local_eval,
-                          local_save,
-                          local_load,
-                          NULL,
-                          NULL,
-                          local_width,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL};
+const fl_algo fl_local = {
+        .version = FL_ALGO_VERSION,
+        .name = "local",
+        .summary = "Local-only: each client trains alone, nothing is sent",
+        .flags = FL_KEEPS_MOMENTUM,
+        .server_new = local_new,
+        .server_free = local_free,
+        .job_down = local_down,
+        .client_train = local_train,
+        .server_absorb = local_absorb,
+        .server_aggregate = local_aggregate,
+        .eval_params = local_eval,
+        .server_save = local_save,
+        .server_load = local_load,
+        .client_width = local_width,
+};

@@ -52,11 +52,71 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define K(field) .offset = offsetof(fl_pa3dfl_config, field)
+static const sim_key KEYS[] = {
+        {"lambda", SIM_KEY_DOUBLE, K(lambda), .dflt = "0.001", .lo = 0, .hi = 1e3,
+         .doc = "λ of the orthogonality penalty (Eq. 32)"},
+        {"hn_lr", SIM_KEY_DOUBLE, K(hn_lr), .dflt = "1", .lo = 0, .hi = 1e3,
+         .doc = "γ, the hyper-network's SGD step"},
+        {"hn_clip", SIM_KEY_DOUBLE, K(hn_clip), .dflt = "1", .lo = 0, .hi = 1e9,
+         .doc = "gradient-norm clip of the embeddings, encoder and temperatures (0: none)"},
+        {"hn_nlms", SIM_KEY_BOOL, K(hn_nlms), .dflt = "true",
+         .doc = "decoder steps normalized by 1 + ‖ê‖²"},
+        {"hn_unit", SIM_KEY_BOOL, K(hn_unit), .dflt = "true",
+         .doc = "encoded embeddings scaled to unit norm"},
+        {"embed", SIM_KEY_INT, K(embed), .dflt = "64", .lo = 1, .hi = 4096, .doc = "d_e"},
+        {"hidden", SIM_KEY_INT, K(hidden), .dflt = "64", .lo = 1, .hi = 4096, .doc = "d_h"},
+        {"depth", SIM_KEY_INT, K(depth), .dflt = "4", .lo = 1, .hi = FL_PA3DFL_MAX_DEPTH,
+         .doc = "the encoder's layers"},
+        {"val", SIM_KEY_DOUBLE, K(val), .dflt = "0.1", .lo = 0, .hi = 0.9,
+         .doc = "share of a client's training samples held out to choose α"},
+        {"alphas", SIM_KEY_INT, K(alphas), .dflt = "11", .lo = 1, .hi = 1001,
+         .doc = "points of the α grid on [0, 1] (1: no search)"},
+        {"hn", SIM_KEY_BOOL, K(hn), .dflt = "true",
+         .doc = "personal parts from the hyper-network (false: Table 3's w.o. HN)"},
+        {"p_min", SIM_KEY_STRING, K(p_min_text),
+         .size = sizeof(((fl_pa3dfl_config *)0)->p_min_text), .dflt = "auto",
+         .doc = "width quantum 1/2^k, or auto: from the smallest capacity"},
+        {0},
+};
+#undef K
+
+static int pa3dfl_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
+{
+    fl_pa3dfl_config *c = block;
+    const char *pv = c->p_min_text;
+    (void)ctx;
+    c->p_min = 0;
+    if (strcmp(pv, "auto")) {
+        char *end;
+        double x = strtod(pv, &end);
+        int k = x > 0 ? (int)lround(1 / x) : 0;
+        if (end == pv || *end || !(x > 0 && x <= 1) || k > 1024 || (k & (k - 1)) ||
+            fabs(k * x - 1) > 1e-9)
+            return sim_yaml_fail(sim_yaml_get(map, "p_min"), err,
+                                 "p_min: '%s' is not auto or 1/2^k (1, 0.5, … 1/1024)", pv);
+        c->p_min = x;
+    }
+    return SIM_OK;
+}
+
+const fl_section fl_pa3dfl_section = {"pa3dfl", KEYS, sizeof(fl_pa3dfl_config), pa3dfl_check};
+
+/* Pa3dFL's initial state; index: 0 general factors, 1 personal factors, 2 frozen global head,
+ * 3 hyper-network */
+enum { RNG_PA3DFL = 12 };
+static const fl_stream STREAMS[] = {{"pa3dfl.init", RNG_PA3DFL}, {0}};
+
+static const fl_pa3dfl_config *conf(const fl_env *env)
+{
+    return env->cfg->own;
+}
+
 /* The width quantum: the scenario's, or the largest 1/2^k ≤ 1/32 with (1/2^k)² ≤ min r (§2.4;
  * a client weaker than 1/32² still trains the 1/32-wide model). */
 static double p_min_of(const fl_env *env)
 {
-    if (env->cfg->pa3dfl.p_min > 0) return env->cfg->pa3dfl.p_min;
+    if (conf(env)->p_min > 0) return conf(env)->p_min;
     double rmin = 1, q = 1;
     for (int c = 0; env->capacity && c < env->part->n_clients; c++)
         rmin = fmin(rmin, env->capacity[c]);
@@ -101,7 +161,7 @@ static void set_head(const nn_arch *a, const fl_p3_net *d, float *params, const 
 static void global_head(const fl_p3_net *d, uint64_t seed, float *hg)
 {
     sim_rng r;
-    sim_rng_seed(&r, seed, SIM_RNG_PA3DFL, 2);
+    sim_rng_seed(&r, seed, RNG_PA3DFL, 2);
     double b = 1 / sqrt(d->d_pen);
     for (size_t j = 0; j < (size_t)d->K * d->d_pen + d->K; j++)
         hg[j] = (float)((2 * sim_rng_uniform(&r) - 1) * b);
@@ -113,7 +173,7 @@ static void global_head(const fl_p3_net *d, uint64_t seed, float *hg)
 static void init_factors(const fl_p3_net *d, uint64_t seed, float *u, float *v)
 {
     sim_rng r;
-    sim_rng_seed(&r, seed, SIM_RNG_PA3DFL, 0);
+    sim_rng_seed(&r, seed, RNG_PA3DFL, 0);
     for (int k = 0; k < d->n; k++) {
         const fl_p3_layer *q = &d->l[k];
         int rows = q->kk * q->R1, cols = q->R2, tall = rows >= cols;
@@ -142,7 +202,7 @@ static void init_factors(const fl_p3_net *d, uint64_t seed, float *u, float *v)
         }
         free(x);
     }
-    sim_rng_seed(&r, seed, SIM_RNG_PA3DFL, 1);
+    sim_rng_seed(&r, seed, RNG_PA3DFL, 1);
     for (int k = 0; k < d->n; k++) {
         const fl_p3_layer *q = &d->l[k];
         double sd = sqrt(2.0 * q->R1 / ((double)q->S * q->R2));
@@ -166,7 +226,7 @@ static int unpack_key(float *v, size_t n, const msgpack_object *o, const char *k
 static size_t msg_bytes(const fl_env *env, const fl_p3_net *d, int kb)
 {
     size_t n = 1 + 2 + nn_bin_bytes(sizeof(float) * d->n_u);
-    return env->cfg->pa3dfl.hn ? n + 2 + nn_bin_bytes(sizeof(float) * fl_p3_kept(d, kb)) : n;
+    return conf(env)->hn ? n + 2 + nn_bin_bytes(sizeof(float) * fl_p3_kept(d, kb)) : n;
 }
 
 /* kept NULL: "u" alone */
@@ -230,7 +290,7 @@ static void encode(p3_server *s)
 
 static void *pa3dfl_new(const fl_env *env, sim_err *err)
 {
-    const fl_pa3dfl_config *c = &env->cfg->pa3dfl;
+    const fl_pa3dfl_config *c = conf(env);
     p3_server *s = sim_xcalloc(1, sizeof *s);
     s->env = env;
     if (fl_p3_net_build(&s->net, env->arch, p_min_of(env), err)) {
@@ -245,7 +305,7 @@ static void *pa3dfl_new(const fl_env *env, sim_err *err)
     init_factors(d, env->seed, s->u, s->gen); /* gen: the decoders' initial biases */
     global_head(d, env->seed, s->hg);
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_PA3DFL, 3);
+    sim_rng_seed(&r, env->seed, RNG_PA3DFL, 3);
     if (c->hn) fl_p3_hn_init(&s->hn, d, N, c->embed, c->hidden, c->depth, s->gen, &r);
     s->hn.unit = c->hn_unit;
     s->u_sum = sim_xcalloc(d->n_u, sizeof(double));
@@ -284,7 +344,7 @@ static size_t pa3dfl_down(void *p, int32_t client, int32_t round, msgpack_sbuffe
     int kb = server_blocks(s, client);
     if (!out) return msg_bytes(s->env, &s->net, kb);
     size_t before = out->size;
-    if (!s->env->cfg->pa3dfl.hn) {
+    if (!conf(s->env)->hn) {
         pack_msg(out, &s->net, kb, s->u, NULL);
         return out->size - before;
     }
@@ -309,7 +369,7 @@ static int pa3dfl_absorb(void *p, int32_t client, const void *up, size_t len, do
     const fl_p3_net *d = &s->net;
     int kb = server_blocks(s, client);
     size_t nk = fl_p3_kept(d, kb);
-    int hn = s->env->cfg->pa3dfl.hn;
+    int hn = conf(s->env)->hn;
     float *u = sim_xmalloc(sizeof(float) * d->n_u),
           *v = hn ? sim_xmalloc(sizeof(float) * nk) : NULL;
     int rc = unpack_msg(up, len, d, kb, u, v, "up message", err);
@@ -364,9 +424,9 @@ static void pa3dfl_aggregate(void *p)
     }
     encode(s);
     float *grad = sim_xcalloc(s->hn.n_small, sizeof(float));
-    double gamma = s->env->cfg->pa3dfl.hn_lr;
-    fl_p3_hn_backward(&s->hn, m, s->pend, g, grad, NULL, gamma, s->env->cfg->pa3dfl.hn_nlms);
-    double clip = s->env->cfg->pa3dfl.hn_clip, nrm = 0, sc = 1;
+    double gamma = conf(s->env)->hn_lr;
+    fl_p3_hn_backward(&s->hn, m, s->pend, g, grad, NULL, gamma, conf(s->env)->hn_nlms);
+    double clip = conf(s->env)->hn_clip, nrm = 0, sc = 1;
     for (size_t j = 0; j < s->hn.dec_b; j++)
         nrm += (double)grad[j] * grad[j];
     nrm = sqrt(nrm);
@@ -417,7 +477,7 @@ static double pa3dfl_eval(void *p, int32_t client, const void *priv, size_t priv
         !unpack_key(w, n, &u.data, "w", "private state", NULL)) {
         copy_live(m, w, 1);
     } else { /* never trained: what it would receive now, through H_g */
-        if (s->env->cfg->pa3dfl.hn) {
+        if (conf(s->env)->hn) {
             encode(s);
             fl_p3_hn_generate(&s->hn, client, s->gen);
         }
@@ -500,7 +560,7 @@ static double extra_step_flops(const fl_p3_net *d, int kb, int nb, double lambda
 /* Training samples held out to choose α: none where the partition has validation splits. */
 static int val_count(const fl_env *env, int n)
 {
-    const fl_pa3dfl_config *c = &env->cfg->pa3dfl;
+    const fl_pa3dfl_config *c = conf(env);
     int nv = c->alphas > 1 && !env->part->val_idx ? (int)lround(c->val * n) : 0;
     return nv >= n ? (n > 0 ? n - 1 : 0) : nv;
 }
@@ -512,7 +572,7 @@ static const int32_t *alpha_samples(const fl_env *env, int c, const nn_dataset *
     const nn_partition *p = env->part;
     if (p->val_idx) {
         *d = p->test_from_train ? env->train : env->test;
-        *n_out = env->cfg->pa3dfl.alphas > 1 ? p->n_val[c] : 0;
+        *n_out = conf(env)->alphas > 1 ? p->n_val[c] : 0;
         return p->val_idx[c];
     }
     int n = p->n[c], nv = val_count(env, n);
@@ -536,7 +596,7 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
         nn_cost c;
         fl_p3_take(d, m, kb, nb, take); /* the layers in batch form compute no weight gradient */
         nn_model_step_cost(m, nb, &c);
-        res->cost.flops += c.flops + extra_step_flops(d, kb, nb, cfg->pa3dfl.lambda);
+        res->cost.flops += c.flops + extra_step_flops(d, kb, nb, conf(env)->lambda);
         res->cost.bytes += c.bytes;
         res->cost.samples += nb;
     }
@@ -546,8 +606,8 @@ static void cost_only(const fl_env *env, const fl_job *job, const fl_p3_net *d, 
     if (nv > 0) {                                  /* the received one, and the α grid */
         nn_cost c;
         nn_model_forward_cost(m, nv, &c);
-        res->cost.flops += fl_p3_compose_flops(d, kb) + cfg->pa3dfl.alphas * c.flops;
-        res->cost.bytes += cfg->pa3dfl.alphas * c.bytes;
+        res->cost.flops += fl_p3_compose_flops(d, kb) + conf(env)->alphas * c.flops;
+        res->cost.bytes += conf(env)->alphas * c.bytes;
     }
     fl_count_steps(res, steps);
 }
@@ -580,7 +640,7 @@ static int own_personal(const fl_env *env, const fl_p3_net *d, int kb, const fl_
 static double choose_alpha(const fl_env *env, nn_model *m, const float *w0, const float *w1,
                            const nn_dataset *d, const int32_t *val, int nv)
 {
-    int K = env->cfg->pa3dfl.alphas;
+    int K = conf(env)->alphas;
     double best = -1, best_a = 1;
     for (int k = 0; k <= K; k++) {
         double al = k < K ? (K > 1 ? (double)k / (K - 1) : 1) : best_a; /* last: set the best */
@@ -618,7 +678,7 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
     float *du = sim_xcalloc(d->n_u, sizeof(float)), *kept = sim_xmalloc(sizeof(float) * nk);
     float *v0 = sim_xcalloc(d->n_gen, sizeof(float)), *v = sim_xcalloc(d->n_gen, sizeof(float));
     float *dv = sim_xcalloc(d->n_gen, sizeof(float)), *hg = sim_xmalloc(sizeof(float) * nh);
-    int hn = cfg->pa3dfl.hn;
+    int hn = conf(env)->hn;
     if ((rc = unpack_msg(job->down, job->down_len, d, kb, u0, hn ? kept : NULL, "down message",
                          err)) ||
         (!hn && (rc = own_personal(env, d, kb, job, kept, err))))
@@ -639,7 +699,7 @@ static int pa3dfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_r
     part.n = counts;
     fl_env tenv = *env;
     tenv.part = &part;
-    double extra = 0, lambda = cfg->pa3dfl.lambda;
+    double extra = 0, lambda = conf(env)->lambda;
     int dk = d->d_pen / d->nb * kb, K = d->K;
     float *hl = v + d->n_v, *dhl = dv + d->n_v;
     float *logits = sim_xmalloc(sizeof(float) * 2 * (size_t)cfg->batch_size * K);
@@ -728,22 +788,21 @@ done:
     return rc;
 }
 
-const fl_algo fl_pa3dfl = {"pa3dfl",
-                           "Pa3dFL: general factors averaged, personal ones from a hyper-network",
-                           0,
-                           pa3dfl_new,
-                           pa3dfl_free,
-                           pa3dfl_down,
-                           pa3dfl_train,
-                           pa3dfl_absorb,
-                           pa3dfl_aggregate,
-                           pa3dfl_eval,
-                           pa3dfl_save,
-                           pa3dfl_load,
-                           NULL,
-                           NULL,
-                           pa3dfl_width,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL};
+const fl_algo fl_pa3dfl = {
+        .version = FL_ALGO_VERSION,
+        .name = "pa3dfl",
+        .summary = "Pa3dFL: general factors averaged, personal ones from a hyper-network",
+        .flags = FL_PLAIN_SGD,
+        .section = &fl_pa3dfl_section,
+        .streams = STREAMS,
+        .server_new = pa3dfl_new,
+        .server_free = pa3dfl_free,
+        .job_down = pa3dfl_down,
+        .client_train = pa3dfl_train,
+        .server_absorb = pa3dfl_absorb,
+        .server_aggregate = pa3dfl_aggregate,
+        .eval_params = pa3dfl_eval,
+        .server_save = pa3dfl_save,
+        .server_load = pa3dfl_load,
+        .client_width = pa3dfl_width,
+};

@@ -31,6 +31,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Pa3dFL's settings (`algorithm.pa3dfl:`; spec 004, defaults its Fashion Hetero column),
+ * fl_config.own for pa3dfl. */
+#define FL_PA3DFL_MAX_DEPTH 4
+typedef struct fl_pa3dfl_config {
+    double lambda;  /* λ of the orthogonality penalty (Eq. 32) */
+    double hn_lr;   /* γ, the hyper-network's SGD step */
+    double hn_clip; /* gradient-norm clip of the embeddings, encoder and temperatures (0: none) */
+    int hn_nlms;    /* decoder steps normalized by 1 + ‖ê‖² (fl_p3_hn_backward) */
+    int hn_unit;    /* encoded embeddings scaled to unit norm (fl_p3_hn.unit) */
+    int embed;      /* d_e */
+    int hidden;     /* d_h */
+    int depth;      /* encoder layers D, at most FL_PA3DFL_MAX_DEPTH */
+    double p_min; /* width quantum; 0: the largest 1/2^k with (1/2^k)² ≤ min capacity (§2.4) */
+    double val;   /* share of a client's training samples held out to choose α */
+    int alphas;   /* points of the α grid on [0, 1]; 1: no search, the trained model (α = 1) */
+    int hn;       /* 0: Table 3's "w.o. HN-based Agg." (personal parts stay on the clients) */
+    char p_min_text[32]; /* `p_min` as given: auto or 1/2^k */
+} fl_pa3dfl_config;
+
 typedef struct fl_p3_layer {
     int li;         /* its layer in the nn_arch */
     int S, T, kk;   /* inputs, outputs, kernel positions */

@@ -14,6 +14,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const SPLITS[] = {"paper", "code", NULL};
+static const char *const AGGREGATE[] = {"paper", "code", NULL};
+static const char *const EVAL[] = {"own", "global", NULL};
+
+/* eval defaults to own, or to global under async, where an update was trained from an older
+ * global model, so the client's copy cannot be rebuilt */
+static void eval_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", EVAL[ctx->async]);
+}
+
+#define K(field) .offset = offsetof(fl_pfedgate_config, field)
+static const sim_key KEYS[] = {
+        {"s", SIM_KEY_STRING, K(s_text), .size = sizeof(((fl_pfedgate_config *)0)->s_text),
+         .dflt = "1", .doc = "the density budget in (0, 1], or capacity: each client's"},
+        {"blocks", SIM_KEY_INT, K(blocks), .dflt = "5", .lo = 2, .hi = 64,
+         .doc = "B, blocks per tensor"},
+        {"split", SIM_KEY_CHOICE, K(code_split), .dflt = "paper", .words = SPLITS,
+         .doc = "a first block and B − 1 equal ones (paper), or B equal chunks (code)"},
+        {"paths", SIM_KEY_INT, K(paths), .dflt = "2", .lo = 1, .hi = 2,
+         .doc = "the gate's paths: 2 (paper) or 1 (the code's default)"},
+        {"gate_lr", SIM_KEY_DOUBLE, K(gate_lr), .dflt = "0.1", .lo = 0, .hi = 1e3,
+         .doc = "the gating layer's lr"},
+        {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "10", .lo = 0, .hi = 1e9,
+         .doc = "gradient-norm clip, model and gate separately (0: none)"},
+        {"aggregate", SIM_KEY_CHOICE, K(code_aggregate), .dflt = "paper", .words = AGGREGATE,
+         .doc = "per-block means over the clients that sent a block (paper), or dense (code)"},
+        {"eval", SIM_KEY_CHOICE, K(eval_global), .dflt = "own; global under async",
+         .dflt_fn = eval_default, .words = EVAL,
+         .doc = "a client evaluated on its own trained copy, or on the new global model"},
+        {0},
+};
+#undef K
+
+static int pfedgate_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
+{
+    fl_pfedgate_config *c = block;
+    c->by_capacity = !strcmp(c->s_text, "capacity");
+    if (!c->by_capacity) {
+        char *end;
+        c->s = strtod(c->s_text, &end);
+        if (end == c->s_text || *end || !(c->s > 0 && c->s <= 1))
+            return sim_yaml_fail(sim_yaml_get(map, "s"), err,
+                                 "s: '%s' is not a density in (0, 1] or capacity", c->s_text);
+    }
+    if (ctx->async && !c->eval_global)
+        return sim_yaml_fail(sim_yaml_get(map, "eval"), err,
+                             "eval: own needs federation.mode: sync (an async update was trained "
+                             "from an older global model, so the client's own copy cannot be "
+                             "rebuilt); use eval: global");
+    return SIM_OK;
+}
+
+const fl_section fl_pfedgate_section = {"pfedgate", KEYS, sizeof(fl_pfedgate_config),
+                                        pfedgate_check};
+
+static const fl_pfedgate_config *conf(const fl_env *env)
+{
+    return env->cfg->own;
+}
+
 double fl_pg_s_min(int B, double s)
 {
     double m = 1.0 / B > 0.1 ? 1.0 / B : 0.1;
@@ -471,14 +532,14 @@ typedef struct pfedgate {
 
 static double budget(const fl_env *env, int32_t c)
 {
-    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    const fl_pfedgate_config *g = conf(env);
     double s = g->by_capacity ? (env->capacity ? env->capacity[c] : 1) : g->s;
     return s > 1 ? 1 : s;
 }
 
 static void client_blocks(fl_pg_blocks *b, const fl_env *env, int32_t c)
 {
-    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    const fl_pfedgate_config *g = conf(env);
     fl_pg_blocks_build(b, env->arch, g->blocks, fl_pg_s_min(g->blocks, budget(env, c)),
                        g->code_split);
 }
@@ -490,7 +551,7 @@ static int load_gate(fl_pg_gate *gt, const fl_env *env, int32_t c, int L, int ma
     const nn_arch *a = env->arch;
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_INIT_WEIGHTS, (uint64_t)1 << 40 | (uint32_t)c);
-    fl_pg_gate_init(gt, a->in_c, a->in_h * a->in_w, L, env->cfg->pfedgate.paths, max_batch, &r);
+    fl_pg_gate_init(gt, a->in_c, a->in_h * a->in_w, L, conf(env)->paths, max_batch, &r);
     if (!priv) return SIM_OK;
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -516,7 +577,7 @@ static void *pfedgate_new(const fl_env *env, sim_err *err)
     for (int c = 0; c < env->part->n_clients; c++)
         s->all_mass += env->cfg->uniform ? 1 : env->part->n[c];
     s->msg_bytes = fl_dense_msg_bytes(env->arch);
-    if (!env->cfg->pfedgate.eval_global) {
+    if (!conf(env)->eval_global) {
         s->prev = sim_xcalloc(nf, sizeof(float));
         s->own = sim_xcalloc(nf, sizeof(float));
         s->kept = sim_xcalloc((size_t)env->part->n_clients, sizeof(void *));
@@ -643,7 +704,7 @@ static void skip_singles(const fl_env *env, const fl_job *job, const nn_model *m
 static int pfedgate_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
                           sim_err *err)
 {
-    const fl_pfedgate_config *cfg = &env->cfg->pfedgate;
+    const fl_pfedgate_config *cfg = conf(env);
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
     int32_t c = job->client;
@@ -819,7 +880,7 @@ static void pfedgate_aggregate(void *p)
     size_t nf = s->env->arch->layout.n_floats;
     if (s->prev) memcpy(s->prev, s->global, nf * sizeof(float));
     for (size_t j = 0; j < nf; j++) {
-        double by = cfg->pfedgate.code_aggregate ? s->all_mass : s->den[j];
+        double by = conf(s->env)->code_aggregate ? s->all_mass : s->den[j];
         if (s->den[j] > 0) s->global[j] += (float)(cfg->server_lr * s->num[j] / by);
     }
     memset(s->num, 0, nf * sizeof(double));
@@ -841,7 +902,7 @@ static double pfedgate_eval_client(void *p, int32_t c, const void *priv, size_t 
 {
     pfedgate *s = p;
     const fl_env *env = s->env;
-    double bud = budget(env, c), s_min = fl_pg_s_min(env->cfg->pfedgate.blocks, bud);
+    double bud = budget(env, c), s_min = fl_pg_s_min(conf(env)->blocks, bud);
     fl_pg_blocks b;
     client_blocks(&b, env, c);
     int cap = m->max_batch < PG_EVAL_BATCH ? m->max_batch : PG_EVAL_BATCH, correct = 0;
@@ -946,7 +1007,7 @@ int fl_pg_classes_reached(const nn_arch *a, const fl_pfedgate_config *g, double 
  * classes, which the run should say (a device's capacity far below the laptop's gives one). */
 static int pfedgate_warn(const fl_env *env, char *msg, size_t cap)
 {
-    const fl_pfedgate_config *g = &env->cfg->pfedgate;
+    const fl_pfedgate_config *g = conf(env);
     int n = env->part->n_clients, hit = 0, reached = env->arch->classes;
     double least = 1;
     for (int32_t c = 0; c < n; c++) {
@@ -974,23 +1035,23 @@ static double pfedgate_width(const fl_env *env, int32_t client)
 }
 
 const fl_algo fl_pfedgate = {
-        "pfedgate",
-        "pFedGate: a private gate picks each batch's blocks under the client's "
-        "density budget",
-        1,
-        pfedgate_new,
-        pfedgate_free,
-        pfedgate_down,
-        pfedgate_train,
-        pfedgate_absorb,
-        pfedgate_aggregate,
-        pfedgate_eval,
-        pfedgate_save,
-        pfedgate_load,
-        NULL,
-        NULL,
-        pfedgate_width,
-        pfedgate_eval_client,
-        pfedgate_round_end,
-        NULL,
-        pfedgate_warn};
+        .version = FL_ALGO_VERSION,
+        .name = "pfedgate",
+        .summary = "pFedGate: a private gate picks each batch's blocks under the client's "
+                   "density budget",
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_NEEDS_BATCH2,
+        .section = &fl_pfedgate_section,
+        .server_new = pfedgate_new,
+        .server_free = pfedgate_free,
+        .job_down = pfedgate_down,
+        .client_train = pfedgate_train,
+        .server_absorb = pfedgate_absorb,
+        .server_aggregate = pfedgate_aggregate,
+        .eval_params = pfedgate_eval,
+        .server_save = pfedgate_save,
+        .server_load = pfedgate_load,
+        .client_width = pfedgate_width,
+        .eval_client = pfedgate_eval_client,
+        .server_round_end = pfedgate_round_end,
+        .warn = pfedgate_warn,
+};

@@ -41,11 +41,27 @@ void fl_pg_blocks_free(fl_pg_blocks *b);
  * scratch of L ints. */
 double fl_pg_select(const fl_pg_blocks *b, const float *G, double s, double s_min, uint8_t *I,
                     int *order);
-struct fl_pfedgate_config; /* algos/algo.h */
+/* pFedGate's settings (`algorithm.pfedgate:`; spec 000), fl_config.own for pfedgate: a density
+ * budget s per client (one for all, or its capacity), B blocks per tensor, the gate's paths and
+ * lr, gradient-norm clipping, and the server's rule (per block over the clients that sent it, or
+ * the code's dense one). */
+typedef struct fl_pfedgate_config {
+    char s_text[32];    /* `s` as given: a number or `capacity` */
+    double s;           /* the budget when not by capacity */
+    int by_capacity;    /* s_i = the client's capacity r_i */
+    int blocks;         /* B */
+    int code_split;     /* B equal chunks per tensor instead of the paper's first-block rule */
+    int paths;          /* 2 (paper) or 1 (the code's default) */
+    double gate_lr;     /* η of the gating layer (the model's is algorithm.lr) */
+    double clip;        /* gradient-norm clip, model and gate separately (0: none) */
+    int code_aggregate; /* Σ_i p_i Δ_i with p over all clients, instead of per-block means */
+    int eval_global;    /* every client evaluated on the new global model, instead of a client
+                           the aggregation just absorbed on its own trained copy (the code) */
+} fl_pfedgate_config;
 /* How many of a's classes the output layer can reach at budget s under g's split: all, unless
  * s ≤ s_min leaves the gate nothing to choose and the layer's first block (its first rows)
  * covers fewer. */
-int fl_pg_classes_reached(const nn_arch *a, const struct fl_pfedgate_config *g, double s);
+int fl_pg_classes_reached(const nn_arch *a, const fl_pfedgate_config *g, double s);
 
 /* A client's gating layer (§2.4, its private state) for inputs of C channels of HW pixels and L
  * blocks: SwitchNorm over the input channels (the gate's own normalization; the model sees the

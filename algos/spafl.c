@@ -43,6 +43,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const DIVISORS[] = {"kernel", "n_in", NULL};
+static const char *const DELTAS[] = {"accumulated", "latest", "mean", NULL}; /* FL_DELTA_* */
+static const char *const MOMENTA[] = {"persistent", "reset", NULL};
+
+#define K(field) .offset = offsetof(fl_spafl_config, field)
+static const sim_key KEYS[] = {
+        {"alpha", SIM_KEY_DOUBLE, K(alpha), .dflt = "0.002", .lo = 0, .hi = 1e3,
+         .doc = "α of the threshold regulariser α·Σexp(−τ)"},
+        {"warmup", SIM_KEY_BOOL, K(warmup), .dflt = "true",
+         .doc = "α·σ(10r − 5) in round r, as the code (false: α throughout)"},
+        {"eq13", SIM_KEY_BOOL, K(eq13), .dflt = "true",
+         .doc = "shift weights by the global threshold change before training (Eq. 13)"},
+        {"eq13_divisor", SIM_KEY_CHOICE, K(eq13_nin), .dflt = "kernel", .words = DIVISORS,
+         .doc = "Eq. 13 divides by k·k for convs (code) or n_in (paper)"},
+        {"delta", SIM_KEY_CHOICE, K(delta), .dflt = "latest", .words = DELTAS,
+         .doc = "the Δτ of Eq. 13: since the client's last round, the server's last (sent with τ), "
+                "or their per-round mean"},
+        {"momentum", SIM_KEY_CHOICE, K(momentum_reset), .dflt = "persistent", .words = MOMENTA,
+         .doc = "momentum kept per client (FMNIST code) or restarted every job (CIFAR code)"},
+        {"ste_weight", SIM_KEY_BOOL, K(ste_weight), .dflt = "true",
+         .doc = "the code's straight-through gradient into w through mean|w|"},
+        {"freeze_weights", SIM_KEY_BOOL, K(freeze_weights), .dflt = "false",
+         .doc = "train thresholds only (Table 1); implies no Eq. 13"},
+        {"clamp", SIM_KEY_BOOL, K(clamp), .dflt = "false",
+         .doc = "keep w in [−1, 1] and τ in [0, 1] (the paper's text)"},
+        {"collapse", SIM_KEY_DOUBLE, K(collapse), .dflt = "0.01", .lo = 0, .hi = 1,
+         .doc = "a layer keeping at most this share resets its thresholds to 0"},
+        {0},
+};
+#undef K
+
+const fl_section fl_spafl_section = {"spafl", KEYS, sizeof(fl_spafl_config), NULL};
+
+static const fl_spafl_config *conf(const fl_env *env)
+{
+    return env->cfg->own;
+}
+
 /* The prunable layers of an architecture and where their thresholds sit in τ. */
 typedef struct shape {
     int nl;                      /* conv/linear layers */
@@ -381,7 +419,7 @@ static size_t spafl_down(void *p, int32_t client, int32_t round, msgpack_sbuffer
     spafl_server *s = p;
     (void)client, (void)round;
     size_t nt = (size_t)n_tau(&s->sh);
-    int latest = s->env->cfg->spafl.delta == FL_DELTA_LATEST;
+    int latest = conf(s->env)->delta == FL_DELTA_LATEST;
     if (s->local) return 0;
     if (!out) return tau_msg_bytes(nt, latest);
     size_t before = out->size;
@@ -434,7 +472,7 @@ static double spafl_eval(void *p, int32_t client, const void *priv, size_t priv_
         for (int l = 0; l < s->sh.nl; l++)
             c->ratio[l] = 1;
     }
-    compute_masks(&s->sh, a, m->params, c->tau, c->ratio, s->keep, s->env->cfg->spafl.collapse);
+    compute_masks(&s->sh, a, m->params, c->tau, c->ratio, s->keep, conf(s->env)->collapse);
     apply_masks(m, &s->sh, s->keep, NULL);
     return mean_ratio(&s->sh, c->ratio);
 }
@@ -610,7 +648,7 @@ static int train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *
 {
     if (env->cost_only) return train_cost_only(env, job, w, res, local);
     const fl_config *cfg = env->cfg;
-    const fl_spafl_config *sc = &cfg->spafl;
+    const fl_spafl_config *sc = conf(env);
     const nn_arch *a = env->arch;
     nn_model *m = fl_worker_model(w, env);
     shape sh;
@@ -731,41 +769,34 @@ static int spafl_local_train(const fl_env *env, const fl_job *job, fl_worker *w,
 }
 
 const fl_algo fl_spafl = {
-        "spafl",
-        "SpaFL: trainable thresholds prune filters/neurons; only thresholds travel",
-        0,
-        spafl_new,
-        spafl_free,
-        spafl_down,
-        spafl_train,
-        spafl_absorb,
-        spafl_aggregate,
-        spafl_eval,
-        spafl_save,
-        spafl_load,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL};
-const fl_algo fl_spafl_local = {"spafl-local",
-                                "SpaFL's Local baseline: the same pruned training, nothing sent",
-                                0,
-                                spafl_local_new,
-                                spafl_free,
-                                spafl_down,
-                                spafl_local_train,
-                                spafl_absorb,
-                                spafl_aggregate,
-                                spafl_eval,
-                                spafl_save,
-                                spafl_load,
-                                NULL,
-                                NULL,
-                                NULL,
-                                NULL,
-                                NULL,
-                                NULL,
-                                NULL};
+        .version = FL_ALGO_VERSION,
+        .name = "spafl",
+        .summary = "SpaFL: trainable thresholds prune filters/neurons; only thresholds travel",
+        .flags = 0,
+        .section = &fl_spafl_section,
+        .server_new = spafl_new,
+        .server_free = spafl_free,
+        .job_down = spafl_down,
+        .client_train = spafl_train,
+        .server_absorb = spafl_absorb,
+        .server_aggregate = spafl_aggregate,
+        .eval_params = spafl_eval,
+        .server_save = spafl_save,
+        .server_load = spafl_load,
+};
+const fl_algo fl_spafl_local = {
+        .version = FL_ALGO_VERSION,
+        .name = "spafl-local",
+        .summary = "SpaFL's Local baseline: the same pruned training, nothing sent",
+        .flags = 0,
+        .section = &fl_spafl_section,
+        .server_new = spafl_local_new,
+        .server_free = spafl_free,
+        .job_down = spafl_down,
+        .client_train = spafl_local_train,
+        .server_absorb = spafl_absorb,
+        .server_aggregate = spafl_aggregate,
+        .eval_params = spafl_eval,
+        .server_save = spafl_save,
+        .server_load = spafl_load,
+};

@@ -34,6 +34,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* pFedHN's settings (`algorithm.pfedhn:`; FLGo's defaults, which Pa3dFL's Table 1 ran): the
+ * hyper-network embedding → `layers` + 1 linear layers (ReLU between) of width `hidden` → the
+ * generated shared part, its SGD step and gradient-norm clip, and the model evaluated. */
+#define PFEDHN_MAX_LAYERS 8
+typedef struct pfedhn_config {
+    int embed;        /* d_e (the scenario's default: 1 + clients/4) */
+    int hidden;       /* d_h */
+    int layers;       /* hidden layers after the first, at most PFEDHN_MAX_LAYERS */
+    double lr;        /* the hyper-network's SGD step */
+    double clip;      /* its gradient-norm clip (0: none) */
+    int eval_trained; /* evaluate the model the client's last job left (FLGo's logger) instead of
+                         the one generated for it now */
+} pfedhn_config;
+
+static const char *const PFEDHN_EVAL[] = {"generated", "trained", NULL};
+
+static void embed_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    snprintf(buf, n, "%d", 1 + ctx->clients / 4);
+}
+
+#define K(field) .offset = offsetof(pfedhn_config, field)
+static const sim_key PFEDHN_KEYS[] = {
+        {"embed", SIM_KEY_INT, K(embed), .dflt = "1 + clients/4", .dflt_fn = embed_default, .lo = 1,
+         .hi = 4096, .doc = "d_e, the clients' embedding size"},
+        {"hidden", SIM_KEY_INT, K(hidden), .dflt = "100", .lo = 1, .hi = 4096,
+         .doc = "d_h, the hyper-network's hidden width"},
+        {"layers", SIM_KEY_INT, K(layers), .dflt = "1", .lo = 0, .hi = PFEDHN_MAX_LAYERS,
+         .doc = "hidden layers after the first"},
+        {"lr", SIM_KEY_DOUBLE, K(lr), .dflt = "0.1", .lo = 0, .hi = 1e3,
+         .doc = "the hyper-network's SGD step"},
+        {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "50", .lo = 0, .hi = 1e9,
+         .doc = "its gradient-norm clip (0: none)"},
+        {"eval", SIM_KEY_CHOICE, K(eval_trained), .dflt = "generated", .words = PFEDHN_EVAL,
+         .doc = "a client evaluated on the model generated for it now, or its last job's"},
+        {0},
+};
+#undef K
+
+const fl_section fl_pfedhn_section = {"pfedhn", PFEDHN_KEYS, sizeof(pfedhn_config), NULL};
+
+/* pFedHN's hyper-network initialization; index 0 */
+enum { RNG_PFEDHN = 13 };
+static const fl_stream STREAMS[] = {{"pfedhn.init", RNG_PFEDHN}, {0}};
+
 typedef struct split_server {
     const fl_env *env; /* borrowed */
     uint8_t personal[NN_MAX_TENSORS];
@@ -368,7 +413,7 @@ static int split_load(void *p, const msgpack_object *o, sim_err *err)
 typedef struct pfedhn {
     split_server sp;   /* sp.global: the initial model, whose head a client starts from */
     int N, de, dh, nl; /* clients, embedding and hidden widths, encoder layers */
-    size_t w_off[FL_PFEDHN_MAX_LAYERS + 1], b_off[FL_PFEDHN_MAX_LAYERS + 1], gw, gb, n_phi;
+    size_t w_off[PFEDHN_MAX_LAYERS + 1], b_off[PFEDHN_MAX_LAYERS + 1], gw, gb, n_phi;
     float *phi;
     double *grad; /* n_phi: Σ over the round's replies of each one's gradient */
     double got;   /* replies absorbed since the last aggregation */
@@ -442,7 +487,7 @@ static void hn_backward(pfedhn *h, int i, const float *g)
  * weights and biases U(±1/√its inputs). */
 static void *pfedhn_new(const fl_env *env, sim_err *err)
 {
-    const fl_pfedhn_config *c = &env->cfg->pfedhn;
+    const pfedhn_config *c = env->cfg->own;
     if (c->embed > 4096 || c->hidden > 4096) {
         sim_fail(err, SIM_EINVAL, "algorithm.pfedhn", 0, 0, "embed and hidden are at most 4096");
         return NULL;
@@ -465,7 +510,7 @@ static void *pfedhn_new(const fl_env *env, sim_err *err)
     h->gen = sim_xcalloc(h->sp.n_shared + 1, sizeof(float));
     h->out = sim_xcalloc(h->sp.n_shared + 1, sizeof(double));
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_PFEDHN, 0);
+    sim_rng_seed(&r, env->seed, RNG_PFEDHN, 0);
     for (size_t j = 0; j < h->w_off[0]; j++)
         h->phi[j] = (float)sim_rng_normal(&r);
     for (int l = 0; l <= h->nl; l++) { /* l = nl: the generator */
@@ -535,7 +580,7 @@ static int pfedhn_absorb(void *p, int32_t client, const void *up, size_t len, do
 static void pfedhn_aggregate(void *p)
 {
     pfedhn *h = p;
-    const fl_pfedhn_config *c = &h->sp.env->cfg->pfedhn;
+    const pfedhn_config *c = h->sp.env->cfg->own;
     if (h->got > 0) {
         double nrm = 0, sc = 1 / h->got;
         for (size_t j = 0; j < h->n_phi; j++)
@@ -558,7 +603,7 @@ static double pfedhn_eval(void *p, int32_t client, const void *priv, size_t priv
     nn_model_reset_narrowing(m);
     int kept = client >= 0 && priv &&
                nn_unpack_params(m->params, a, priv, priv_len, "private state", NULL) == SIM_OK;
-    if (kept && h->sp.env->cfg->pfedhn.eval_trained) return 1.0;
+    if (kept && ((const pfedhn_config *)h->sp.env->cfg->own)->eval_trained) return 1.0;
     if (!kept) memcpy(m->params, h->sp.global, a->layout.n_floats * sizeof(float));
     hn_generate(h, client < 0 ? 0 : client); /* no global model (has_global 0): never asked */
     part_copy(m->params, h->gen, &a->layout, h->sp.personal, 0, 1);
@@ -577,82 +622,68 @@ static int pfedhn_load(void *p, const msgpack_object *o, sim_err *err)
     return fl_load_sums(o, h->phi, h->grad, &h->got, h->n_phi, "pfedhn", err);
 }
 
-const fl_algo fl_fedper = {"fedper",
-                           "FedPer: FedAvg of the body, a personal head per client",
-                           1,
-                           fedper_new,
-                           split_free,
-                           split_down,
-                           fedper_train,
-                           split_absorb,
-                           split_aggregate,
-                           split_eval,
-                           split_save,
-                           split_load,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL};
-const fl_algo fl_lgfedavg = {"lg-fedavg",
-                             "LG-FedAvg: a personal body (local representation) per client, "
-                             "FedAvg of the head",
-                             1,
-                             lg_new,
-                             split_free,
-                             split_down,
-                             lg_train,
-                             split_absorb,
-                             split_aggregate,
-                             split_eval,
-                             split_save,
-                             split_load,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL};
-const fl_algo fl_fedrep = {"fedrep",
-                           "FedRep: FedPer's split; the head trained first with the body frozen, "
-                           "then the body with the head frozen",
-                           1,
-                           fedper_new,
-                           split_free,
-                           split_down,
-                           fedrep_train,
-                           split_absorb,
-                           split_aggregate,
-                           split_eval,
-                           split_save,
-                           split_load,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL};
-const fl_algo fl_pfedhn = {"pfedhn",
-                           "pFedHN: a server hyper-network generates each client's body from its "
-                           "embedding; personal head",
-                           0,
-                           pfedhn_new,
-                           pfedhn_free,
-                           pfedhn_down,
-                           pfedhn_train,
-                           pfedhn_absorb,
-                           pfedhn_aggregate,
-                           pfedhn_eval,
-                           pfedhn_save,
-                           pfedhn_load,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL,
-                           NULL};
+const fl_algo fl_fedper = {
+        .version = FL_ALGO_VERSION,
+        .name = "fedper",
+        .summary = "FedPer: FedAvg of the body, a personal head per client",
+        .flags = FL_HAS_GLOBAL,
+        .server_new = fedper_new,
+        .server_free = split_free,
+        .job_down = split_down,
+        .client_train = fedper_train,
+        .server_absorb = split_absorb,
+        .server_aggregate = split_aggregate,
+        .eval_params = split_eval,
+        .server_save = split_save,
+        .server_load = split_load,
+};
+const fl_algo fl_lgfedavg = {
+        .version = FL_ALGO_VERSION,
+        .name = "lg-fedavg",
+        .summary = "LG-FedAvg: a personal body (local representation) per client, "
+                   "FedAvg of the head",
+        .flags = FL_HAS_GLOBAL,
+        .server_new = lg_new,
+        .server_free = split_free,
+        .job_down = split_down,
+        .client_train = lg_train,
+        .server_absorb = split_absorb,
+        .server_aggregate = split_aggregate,
+        .eval_params = split_eval,
+        .server_save = split_save,
+        .server_load = split_load,
+};
+const fl_algo fl_fedrep = {
+        .version = FL_ALGO_VERSION,
+        .name = "fedrep",
+        .summary = "FedRep: FedPer's split; the head trained first with the body frozen, "
+                   "then the body with the head frozen",
+        .flags = FL_HAS_GLOBAL,
+        .server_new = fedper_new,
+        .server_free = split_free,
+        .job_down = split_down,
+        .client_train = fedrep_train,
+        .server_absorb = split_absorb,
+        .server_aggregate = split_aggregate,
+        .eval_params = split_eval,
+        .server_save = split_save,
+        .server_load = split_load,
+};
+const fl_algo fl_pfedhn = {
+        .version = FL_ALGO_VERSION,
+        .name = "pfedhn",
+        .summary = "pFedHN: a server hyper-network generates each client's body from its "
+                   "embedding; personal head",
+        .flags = 0,
+        .section = &fl_pfedhn_section,
+        .streams = STREAMS,
+        .server_new = pfedhn_new,
+        .server_free = pfedhn_free,
+        .job_down = pfedhn_down,
+        .client_train = pfedhn_train,
+        .server_absorb = pfedhn_absorb,
+        .server_aggregate = pfedhn_aggregate,
+        .eval_params = pfedhn_eval,
+        .server_save = pfedhn_save,
+        .server_load = pfedhn_load,
+};

@@ -40,7 +40,8 @@
  * at round 30, mean personalized accuracy 80.5% against 73.0% with the windows at channel 0,
  * bottom decile 78.3% against 45.0%.
  */
-#include "algos/algo.h"
+#include "algos/width.h"
+
 #include "algos/submodel.h"
 #include "nn/ops.h"
 #include "nn/pack.h"
@@ -50,6 +51,126 @@
 #include <string.h>
 
 enum { HETEROFL, FJORD, FEDROLEX };
+
+/* The family's settings (`algorithm.width:`). With by = fixed, HeteroFL and FedRolex train every
+ * client at width p and FjORD draws a width uniformly in [min, max] for every job (ordered
+ * dropout). With by = capacity, client i's width is the largest p_i on the grid with p_i² ≤ r_i
+ * (its capacity, fl_env.capacity), and FjORD draws among the grid widths up to p_i. The grid:
+ * multiples of step (FjORD, FedRolex), or step·2^j halvings from 1 (HeteroFL); step is also the
+ * narrowest width. eval is the width of the global model evaluated. */
+typedef struct width_config {
+    int by_capacity, halving;
+    double step, p, min, max;
+    int kd;     /* FjORD: self-distil the nested width from the widest (else train it alone) */
+    int scaler; /* HeteroFL's Scaler: a p-wide sub-model's hidden outputs ×1/p, in training and
+                   evaluation (nn_model's narrow_scale) */
+    double eval;
+} width_config;
+
+static const char *const BY[] = {"fixed", "capacity", NULL};
+static const char *const GRIDS[] = {"step", "halving", NULL};
+
+/* HeteroFL's grid halves (1, 1/2, … 1/16, its code's levels); FjORD's and FedRolex's go in steps
+ * of 1/16 (theirs). */
+static void grid_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", GRIDS[!strcmp(ctx->algorithm, "heterofl")]);
+}
+
+/* the global model: full with by = capacity, else the width trained (FjORD: max) */
+static void eval_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    const width_config *c = ctx->config;
+    snprintf(buf, n, "%.17g",
+             c->by_capacity                     ? 1
+             : !strcmp(ctx->algorithm, "fjord") ? c->max
+                                                : c->p);
+}
+
+static int width_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
+{
+    const width_config *c = block;
+    if (c->scaler && !strcmp(ctx->algorithm, "fjord")) /* its nested widths change within a step */
+        return sim_yaml_fail(sim_yaml_get(map, "scaler"), err,
+                             "width: scaler is for HeteroFL and FedRolex, not FjORD");
+    if (c->min > c->max)
+        return sim_yaml_fail(sim_yaml_get(map, "min"), err, "width: min %g is above max %g", c->min,
+                             c->max);
+    return SIM_OK;
+}
+
+#define K(field) .offset = offsetof(width_config, field)
+static const sim_key KEYS[] = {
+        {"by", SIM_KEY_CHOICE, K(by_capacity), .dflt = "fixed", .words = BY,
+         .doc = "one width for all (p; FjORD: [min, max]) or each client's capacity's grid width"},
+        {"grid", SIM_KEY_CHOICE, K(halving), .dflt = "halving (HeteroFL), else step",
+         .dflt_fn = grid_default, .words = GRIDS,
+         .doc = "the widths by capacity: multiples of step, or halvings from 1 down to step"},
+        {"step", SIM_KEY_DOUBLE, K(step), .dflt = "0.0625", .lo = 1.0 / 1024, .hi = 1,
+         .doc = "the grid's step, and the narrowest width"},
+        {"p", SIM_KEY_DOUBLE, K(p), .dflt = "0.5", .lo = 1e-6, .hi = 1,
+         .doc = "HeteroFL's and FedRolex's width with by: fixed"},
+        {"min", SIM_KEY_DOUBLE, K(min), .dflt = "0.4", .lo = 1e-6, .hi = 1,
+         .doc = "FjORD's narrowest width drawn with by: fixed"},
+        {"max", SIM_KEY_DOUBLE, K(max), .dflt = "0.6", .lo = 1e-6, .hi = 1,
+         .doc = "FjORD's widest width with by: fixed"},
+        {"kd", SIM_KEY_BOOL, K(kd), .dflt = "true",
+         .doc = "FjORD: self-distil the nested width from the widest"},
+        {"scaler", SIM_KEY_BOOL, K(scaler), .dflt = "false",
+         .doc = "HeteroFL's Scaler: a p-wide sub-model's hidden outputs ×1/p"},
+        {"eval", SIM_KEY_DOUBLE, K(eval), .dflt = "1 by capacity, else p (FjORD: max)",
+         .dflt_fn = eval_default, .lo = 1e-6, .hi = 1,
+         .doc = "the width the global model is evaluated at"},
+        {0},
+};
+#undef K
+
+const fl_section fl_width_section = {"width", KEYS, sizeof(width_config), width_check};
+
+/* FjORD's width draws; index: client << 32 | round */
+enum { RNG_WIDTH = 8 };
+static const fl_stream STREAMS[] = {{"fjord.width", RNG_WIDTH}, {0}};
+
+/* The width section as read (the family's own; another algorithm's only when present) */
+static const width_config *conf(const fl_env *env)
+{
+    return fl_config_block(env->cfg, &fl_width_section);
+}
+
+/* The width a capacity r affords on w's grid: the largest grid width p with p² ≤ r (a p-wide
+ * model costs about p² of the full one), and the narrowest, step, when none does. */
+static double width_for(const width_config *w, double r)
+{
+    if (w->halving) {
+        double p = 1;
+        while (p * p > r && p / 2 >= w->step * (1 - 1e-9))
+            p /= 2;
+        return p;
+    }
+    int top = (int)floor(1 / w->step + 1e-9), k = (int)floor(sqrt(r) / w->step + 1e-9);
+    if (k > top) k = top;
+    while (k < top && ((k + 1) * w->step) * ((k + 1) * w->step) <= r)
+        k++;
+    while (k > 1 && (k * w->step) * (k * w->step) > r)
+        k--;
+    return k < 1 ? w->step : k == top ? 1.0 : k * w->step;
+}
+
+double fl_width_for(const fl_env *env, double r)
+{
+    return width_for(conf(env), r);
+}
+
+static double capacity_width(const fl_env *env, int32_t client)
+{
+    return width_for(conf(env), env->capacity ? env->capacity[client] : 1);
+}
+
+double fl_width_by_capacity(const fl_env *env, int32_t client)
+{
+    const width_config *w = conf(env);
+    return w && w->by_capacity ? capacity_width(env, client) : 1;
+}
 
 typedef struct width_server {
     const fl_env *env; /* borrowed */
@@ -64,13 +185,14 @@ typedef struct width_server {
 /* The widest model client may train: its capacity's grid width, or the scenario's. */
 static double top_width(const fl_env *env, int kind, int32_t client)
 {
-    const fl_width_config *w = &env->cfg->width;
-    if (w->by_capacity) return fl_capacity_width(env, client);
+    const width_config *w = conf(env);
+    if (w->by_capacity) return capacity_width(env, client);
     return kind == FJORD ? w->max : w->p;
 }
 
-double fl_fjord_draw(const fl_width_config *w, double top, sim_rng *r)
+double fl_fjord_draw(const fl_env *env, double top, sim_rng *r)
 {
+    const width_config *w = conf(env);
     double u = sim_rng_uniform(r);
     if (!w->by_capacity) return w->min + (w->max - w->min) * u;
     if (w->halving) { /* the halvings of top down to step */
@@ -191,9 +313,9 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
                         fl_result *res)
 {
     const fl_config *cfg = env->cfg;
-    int kd = cfg->width.kd, K = m->arch.classes;
+    int kd = conf(env)->kd, K = m->arch.classes;
     sim_rng r;
-    sim_rng_seed(&r, env->seed, SIM_RNG_WIDTH,
+    sim_rng_seed(&r, env->seed, RNG_WIDTH,
                  (uint64_t)(uint32_t)job->client << 32 | (uint32_t)job->round);
     if (env->cost_only) {
         int n = env->part->n[job->client], B = cfg->batch_size;
@@ -201,7 +323,7 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
         int64_t steps = fl_job_steps(env, n);
         for (int64_t st = 0; st < steps; st++) {
             int nb = fl_job_batch(st, n, B);
-            double p = fl_fjord_draw(&cfg->width, top, &r);
+            double p = fl_fjord_draw(env, top, &r);
             if (kd) add_step_cost(&res->cost, m, nb);
             if (!kd || p < top) {
                 nn_model_nest_width(m, p);
@@ -219,7 +341,7 @@ static void fjord_steps(const fl_env *env, const fl_job *job, nn_model *m, doubl
     memset(m->mom, 0, sizeof(float) * m->arch.layout.n_floats); /* momentum is per job */
     float *q = sim_xmalloc(sizeof(float) * (size_t)cfg->batch_size * K);
     for (int nb; (nb = fl_loop_next(&L));) {
-        double p = fl_fjord_draw(&cfg->width, top, &r);
+        double p = fl_fjord_draw(env, top, &r);
         nn_model_zero_grad(m);
         if (kd) {
             L.loss += nn_model_forward(m, L.b.x, L.b.y, nb, 1);
@@ -270,7 +392,7 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
     int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
-    if (env->cfg->width.scaler) m->narrow_scale = (float)(1 / top);
+    if (conf(env)->scaler) m->narrow_scale = (float)(1 / top);
     local_steps(env, job, m, kind, top, res);
     m->narrow_scale = 1.0f;         /* the worker's model serves other jobs and evaluations */
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
@@ -318,10 +440,10 @@ static double width_eval(void *p, int32_t client, const void *priv, size_t priv_
 {
     width_server *s = p;
     (void)priv, (void)priv_len;
-    double at = client < 0 ? s->env->cfg->width.eval : top_width(s->env, s->kind, client);
+    double at = client < 0 ? conf(s->env)->eval : top_width(s->env, s->kind, client);
     memcpy(m->params, s->global, s->env->arch->layout.n_floats * sizeof(float));
     narrow(m, s->kind, at, s->round);
-    m->narrow_scale = s->env->cfg->width.scaler ? (float)(1 / at) : 1.0f;
+    m->narrow_scale = conf(s->env)->scaler ? (float)(1 / at) : 1.0f;
     return nn_model_unit_density(m);
 }
 
@@ -354,60 +476,55 @@ static int width_load(void *p, const msgpack_object *o, sim_err *err)
     return SIM_OK;
 }
 
-const fl_algo fl_heterofl = {"heterofl",
-                             "HeteroFL: each client trains its width's sub-model (first channels)",
-                             1,
-                             heterofl_new,
-                             width_free,
-                             width_down,
-                             heterofl_train,
-                             width_absorb,
-                             width_aggregate,
-                             width_eval,
-                             width_save,
-                             width_load,
-                             NULL,
-                             NULL,
-                             heterofl_width,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL};
-const fl_algo fl_fjord = {"fjord",
-                          "FjORD: ordered dropout, a nested width every step, self-distilled",
-                          1,
-                          fjord_new,
-                          width_free,
-                          width_down,
-                          fjord_train,
-                          width_absorb,
-                          width_aggregate,
-                          width_eval,
-                          width_save,
-                          width_load,
-                          NULL,
-                          NULL,
-                          fjord_width,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL};
-const fl_algo fl_fedrolex = {"fedrolex",
-                             "FedRolex: a window of its width's channels, rolling every round",
-                             1,
-                             fedrolex_new,
-                             width_free,
-                             width_down,
-                             fedrolex_train,
-                             width_absorb,
-                             width_aggregate,
-                             width_eval,
-                             width_save,
-                             width_load,
-                             NULL,
-                             NULL,
-                             heterofl_width,
-                             NULL,
-                             NULL,
-                             NULL,
-                             NULL};
+const fl_algo fl_heterofl = {
+        .version = FL_ALGO_VERSION,
+        .name = "heterofl",
+        .summary = "HeteroFL: each client trains its width's sub-model (first channels)",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_width_section,
+        .server_new = heterofl_new,
+        .server_free = width_free,
+        .job_down = width_down,
+        .client_train = heterofl_train,
+        .server_absorb = width_absorb,
+        .server_aggregate = width_aggregate,
+        .eval_params = width_eval,
+        .server_save = width_save,
+        .server_load = width_load,
+        .client_width = heterofl_width,
+};
+const fl_algo fl_fjord = {
+        .version = FL_ALGO_VERSION,
+        .name = "fjord",
+        .summary = "FjORD: ordered dropout, a nested width every step, self-distilled",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_width_section,
+        .streams = STREAMS,
+        .server_new = fjord_new,
+        .server_free = width_free,
+        .job_down = width_down,
+        .client_train = fjord_train,
+        .server_absorb = width_absorb,
+        .server_aggregate = width_aggregate,
+        .eval_params = width_eval,
+        .server_save = width_save,
+        .server_load = width_load,
+        .client_width = fjord_width,
+};
+const fl_algo fl_fedrolex = {
+        .version = FL_ALGO_VERSION,
+        .name = "fedrolex",
+        .summary = "FedRolex: a window of its width's channels, rolling every round",
+        .flags = FL_HAS_GLOBAL,
+        .section = &fl_width_section,
+        .server_new = fedrolex_new,
+        .server_free = width_free,
+        .job_down = width_down,
+        .client_train = fedrolex_train,
+        .server_absorb = width_absorb,
+        .server_aggregate = width_aggregate,
+        .eval_params = width_eval,
+        .server_save = width_save,
+        .server_load = width_load,
+        .client_width = heterofl_width,
+};

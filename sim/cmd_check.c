@@ -77,7 +77,7 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
     env.cost_only = 1;
     sim_err aerr = {0};
     void *server = sc.spec.algo->server_new(&env, &aerr), *dense = NULL;
-    if (server) dense = fl_fedavg.server_new(&env, &aerr);
+    if (server) dense = fl_dense->server_new(&env, &aerr);
     if (!dense) {
         if (server) sc.spec.algo->server_free(server);
         nn_model_destroy(&m);
@@ -99,12 +99,12 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
          * saves (or adds) in training */
         fl_job job = {
                 c, 0, NULL, sc.spec.algo->job_down(server, c, 0, NULL), NULL, 0, (uint64_t)c << 32};
-        fl_job ref = {c, 0, NULL, fl_fedavg.job_down(dense, c, 0, NULL), NULL, 0, job.stream};
+        fl_job ref = {c, 0, NULL, fl_dense->job_down(dense, c, 0, NULL), NULL, 0, job.stream};
         fl_result res, rd;
         fl_result_init(&res);
         fl_result_init(&rd);
         if (sc.spec.algo->client_train(&env, &job, &wk, &res, &aerr) ||
-            fl_fedavg.client_train(&env, &ref, &wk, &rd, &aerr))
+            fl_dense->client_train(&env, &ref, &wk, &rd, &aerr))
             rc = sim_cli_print_err(&aerr);
         dev_work rw = sim_cost_work(&res.cost, res.steps);
         double work = dev_work_flops(d, &rw), ratio = rd.cost.flops > 0 ? work / rd.cost.flops : 1,
@@ -145,7 +145,7 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
     }
     fl_worker_destroy(&wk);
     sc.spec.algo->server_free(server);
-    fl_fedavg.server_free(dense);
+    fl_dense->server_free(dense);
     nn_model_destroy(&m);
     sim_scenario_destroy(&sc);
     return rc;

@@ -558,7 +558,7 @@ static void evaluate(sim_engine *e)
     }
     nn_model *m = &e->eval_model;
     eval_tasks t = {.e = e};
-    if (e->spec.algo->has_global) {
+    if (e->spec.algo->flags & FL_HAS_GLOBAL) {
         density = e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
         t.holds_global = 1;
         t.nt = e->spec.eval.test_subset > 0 && e->spec.eval.test_subset < env->test->n
@@ -588,7 +588,7 @@ static void evaluate(sim_engine *e)
     int n_tasks = t.n_chunks + t.n_pers;
     double *o = sim_xmalloc(sizeof(double) * 3 * (size_t)(n_tasks > 0 ? n_tasks : 1));
     sim_fanout(e->eval_procs, n_tasks, 3 * sizeof(double), eval_task, &t, o);
-    if (e->spec.algo->has_global) {
+    if (e->spec.algo->flags & FL_HAS_GLOBAL) {
         long correct = 0;
         double sum = 0;
         for (int i = 0; i < t.n_chunks; i++) {

@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a stream is for; the value enters the seed mix, so never renumber existing entries. */
+/* What a stream is for; the value enters the seed mix, so never renumber existing entries. These
+ * are the core purposes; an algorithm declares its own streams in its file (fl_algo.streams, with
+ * 8, 9, 10, 12 and 13 taken there). A new core purpose takes a free number below 256 and joins
+ * sim_rng_core; a test fails when two streams share an id. */
 enum {
     SIM_RNG_INIT_WEIGHTS = 1, /* index: model instance */
     SIM_RNG_DATA_SPLIT = 2,   /* index: 0 client partition, 1 local test splits */
@@ -19,15 +22,12 @@ enum {
     SIM_RNG_SELECT = 5,       /* client selection; index: round (sync) or dispatch (async) */
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
-    SIM_RNG_WIDTH = 8,        /* FjORD's width draws; index: client << 32 | round */
-    SIM_RNG_MASKS = 9,        /* FedPeWS's mask samples; index: the job's batch stream */
-    SIM_RNG_GRAD_BATCH = 10,  /* DM-PFL's regrowth gradient batch; index: the job's batch stream */
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
-    SIM_RNG_PA3DFL = 12,      /* Pa3dFL's initial state; index: 0 general factors, 1 personal
-                                 factors, 2 frozen global head, 3 hyper-network */
-    SIM_RNG_PFEDHN = 13,      /* pFedHN's hyper-network initialization; index 0 */
     SIM_RNG_TEST = 100,       /* tests only */
 };
+
+/* The core purposes above, ending with 0. */
+extern const uint64_t sim_rng_core[];
 
 typedef struct sim_rng {
     uint64_t s[4]; /* xoshiro256** state; never all zero */

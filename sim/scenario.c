@@ -9,6 +9,7 @@
 
 #include "devices/catalog.h"
 #include "sim/checkpoint.h"
+#include "sim/keys.h"
 
 #include <errno.h>
 #include <math.h>
@@ -27,133 +28,83 @@ const char *sim_default_catalog(void)
 }
 
 /* Reading one section: the map, the dotted prefix used to write defaults back, the document. */
-typedef struct section {
-    sim_yaml *doc;
-    const sim_yaml *map;
-    const char *prefix;
-} section;
+typedef sim_keys_map section;
 
 /* Write a default into the tree (so the resolved file shows it) and mark it used. */
 static void put_default(section *s, const char *key, const char *text)
 {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
-    sim_err ignore;
-    if (sim_yaml_set(s->doc, buf, &ignore) == SIM_OK) {
-        const sim_yaml *m = s->map;
-        if (!m) { /* the section was just created: walk its dotted path, marking it used */
-            char path[256], *save = NULL;
-            snprintf(path, sizeof path, "%s", s->prefix);
-            m = s->doc;
-            for (char *k = strtok_r(path, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
-                m = sim_yaml_get(m, k);
-            s->map = m;
-        }
-        sim_yaml_get(m, key);
-    }
+    sim_keys_put(s, key, text);
+}
+
+/* One key of the types below, through the key-table loader (sim/keys.h). */
+static int get_key(section *s, sim_key k, void *out, sim_err *err)
+{
+    return sim_keys_read(&k, out, s, NULL, err);
 }
 
 static int get_long(section *s, const char *key, long lo, long hi, long dflt, long *out,
                     sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_int(n, key, lo, hi, out, err);
     char t[32];
     snprintf(t, sizeof t, "%ld", dflt);
-    put_default(s, key, t);
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_LONG, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out, sim_err *err)
 {
-    long v;
-    int rc = get_long(s, key, lo, hi, dflt, &v, err);
-    *out = (int)v;
-    return rc;
+    char t[32];
+    snprintf(t, sizeof t, "%ld", dflt);
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_INT, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_double(section *s, const char *key, double lo, double hi, double dflt, double *out,
                       sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_double(n, key, lo, hi, out, err);
     char t[32];
     snprintf(t, sizeof t, "%.17g", dflt);
-    put_default(s, key, t);
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_DOUBLE, .dflt = t, .lo = lo, .hi = hi},
+                   out, err);
 }
 
 static int get_bool(section *s, const char *key, int dflt, int *out, sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    if (n) return sim_yaml_bool(n, key, out, err);
-    put_default(s, key, dflt ? "true" : "false");
-    *out = dflt;
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_BOOL, .dflt = dflt ? "true" : "false"},
+                   out, err);
 }
 
 /* A time that may be absent (0) or "none". */
 static int get_time(section *s, const char *key, sim_time *out, sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    *out = 0;
-    if (!n) {
-        put_default(s, key, "none");
-        return SIM_OK;
-    }
-    if (n->kind == SIM_YAML_SCALAR && !strcmp(n->value, "none")) return SIM_OK;
-    return sim_yaml_time(n, key, out, err);
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_TIME, .dflt = "none"}, out, err);
 }
 
 static int get_str(section *s, const char *key, const char *dflt, char *out, size_t size,
                    sim_err *err)
 {
-    sim_yaml *n = sim_yaml_get(s->map, key);
-    const char *v = dflt;
-    if (n) {
-        int rc = sim_yaml_str(n, key, &v, err);
-        if (rc) return rc;
-        if (strlen(v) >= size) return sim_yaml_fail(n, err, "%s: value too long", key);
-    } else if (dflt) {
-        put_default(s, key, dflt);
-    }
-    snprintf(out, size, "%s", v ? v : "");
-    return SIM_OK;
+    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_STRING, .size = size, .dflt = dflt},
+                   out, err);
 }
 
 /* One of a fixed list of words. */
 static int get_choice(section *s, const char *key, const char *const *words, int dflt, int *out,
                       sim_err *err)
 {
-    char v[64];
-    int rc = get_str(s, key, words[dflt], v, sizeof v, err);
-    if (rc) return rc;
-    for (int i = 0; words[i]; i++)
-        if (!strcmp(v, words[i])) {
-            *out = i;
-            return SIM_OK;
-        }
-    char list[256] = "";
-    for (int i = 0; words[i]; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", words[i]);
-    return sim_yaml_fail(sim_yaml_get(s->map, key), err, "%s: '%s' is not one of %s", key, v, list);
+    return get_key(
+            s, (sim_key){.name = key, .type = SIM_KEY_CHOICE, .dflt = words[dflt], .words = words},
+            out, err);
 }
 
 /* A sub-map (created empty when absent, so defaults can be written into it). */
 static section sub(section *parent, const char *key, char *prefix_buf, size_t n)
 {
-    snprintf(prefix_buf, n, "%s%s%s", parent->prefix, parent->prefix[0] ? "." : "", key);
-    section s = {parent->doc, sim_yaml_get(parent->map, key), prefix_buf};
-    return s;
+    return sim_keys_sub(parent, key, prefix_buf, n);
 }
 
 static int need_map(const section *s, const char *key, sim_err *err)
 {
-    if (s->map && s->map->kind != SIM_YAML_MAP)
-        return sim_yaml_fail(s->map, err, "%s: expected a map of settings", key);
-    return SIM_OK;
+    return sim_keys_need_map(s, key, err);
 }
 
 /* A key the section needs and lacks: at its map (it is there: the key that picked what needs it
@@ -517,313 +468,19 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
     return rc;
 }
 
-static const char *const WEIGHTINGS[] = {"samples", "uniform", NULL};
-static const char *const DIVISORS[] = {"kernel", "n_in", NULL};
-static const char *const DELTAS[] = {"accumulated", "latest", "mean", NULL}; /* FL_DELTA_* */
-static const char *const MOMENTA[] = {"persistent", "reset", NULL};
-
-/* `algorithm.spafl:` (read only for the SpaFL algorithms, so elsewhere it is an unknown key). */
-static int load_spafl(fl_spafl_config *c, section *alg, sim_err *err)
+/* `algorithm:`: read through the registry (algos/config.c), with what its defaults may depend
+ * on: the rounds, the clients, and federation.mode (read ahead of the federation section). */
+static int load_algorithm(sim_scenario *sc, sim_err *err)
 {
-    char pre[96];
-    section s = sub(alg, "spafl", pre, sizeof pre);
-    int rc = need_map(&s, "spafl", err);
-    if (rc || (rc = get_double(&s, "alpha", 0, 1e3, 0.002, &c->alpha, err)) ||
-        (rc = get_bool(&s, "warmup", 1, &c->warmup, err)) ||
-        (rc = get_bool(&s, "eq13", 1, &c->eq13, err)) ||
-        (rc = get_choice(&s, "eq13_divisor", DIVISORS, 0, &c->eq13_nin, err)) ||
-        (rc = get_choice(&s, "delta", DELTAS, FL_DELTA_LATEST, &c->delta, err)) ||
-        (rc = get_choice(&s, "momentum", MOMENTA, 0, &c->momentum_reset, err)) ||
-        (rc = get_bool(&s, "ste_weight", 1, &c->ste_weight, err)) ||
-        (rc = get_bool(&s, "freeze_weights", 0, &c->freeze_weights, err)) ||
-        (rc = get_bool(&s, "clamp", 0, &c->clamp, err)))
-        return rc;
-    return get_double(&s, "collapse", 0, 1, 0.01, &c->collapse, err);
-}
-
-static const char *const WIDTH_BY[] = {"fixed", "capacity", NULL};
-static const char *const WIDTH_GRIDS[] = {"step", "halving", NULL};
-
-/* `algorithm.width:` (read for the width family, checked for the others). HeteroFL's grid halves
- * (1, 1/2, … 1/16, its code's levels); FjORD's and FedRolex's go in steps of 1/16 (theirs). */
-static int load_width(fl_width_config *c, section *alg, const char *name, sim_err *err)
-{
-    char pre[96];
-    section s = sub(alg, "width", pre, sizeof pre);
-    int fjord = !strcmp(name, "fjord");
-    int rc = need_map(&s, "width", err);
-    if (rc || (rc = get_choice(&s, "by", WIDTH_BY, 0, &c->by_capacity, err)) ||
-        (rc = get_choice(&s, "grid", WIDTH_GRIDS, !strcmp(name, "heterofl"), &c->halving, err)) ||
-        (rc = get_double(&s, "step", 1.0 / 1024, 1, 1.0 / 16, &c->step, err)) ||
-        (rc = get_double(&s, "p", 1e-6, 1, 0.5, &c->p, err)) ||
-        (rc = get_double(&s, "min", 1e-6, 1, 0.4, &c->min, err)) ||
-        (rc = get_double(&s, "max", 1e-6, 1, 0.6, &c->max, err)) ||
-        (rc = get_bool(&s, "kd", 1, &c->kd, err)) ||
-        (rc = get_bool(&s, "scaler", 0, &c->scaler, err)))
-        return rc;
-    if (c->scaler && fjord) /* its nested widths change within a step */
-        return sim_yaml_fail(sim_yaml_get(s.map, "scaler"), err,
-                             "width: scaler is for HeteroFL and FedRolex, not FjORD");
-    if (c->min > c->max)
-        return sim_yaml_fail(sim_yaml_get(s.map, "min"), err, "width: min %g is above max %g",
-                             c->min, c->max);
-    double dflt = c->by_capacity ? 1 : fjord ? c->max : c->p;
-    return get_double(&s, "eval", 1e-6, 1, dflt, &c->eval, err);
-}
-
-static const char *const PG_SPLITS[] = {"paper", "code", NULL};
-static const char *const PG_AGGREGATE[] = {"paper", "code", NULL};
-static const char *const PG_EVAL[] = {"own", "global", NULL};
-
-/* `algorithm.pfedgate:` (read for pfedgate, checked for the others). s is a density budget in
- * (0, 1], or `capacity`: each client's devices.capacity. eval defaults to own, or to global
- * under async (federation.mode: its value, read ahead of the federation section), where an
- * update was trained from an older global model, so the client's copy cannot be rebuilt. */
-static int load_pfedgate(fl_pfedgate_config *c, section *alg, const sim_yaml *doc, sim_err *err)
-{
-    const sim_yaml *fed = sim_yaml_get(doc, "federation"),
+    const sim_yaml *fed = sim_yaml_get(sc->doc, "federation"),
                    *mode = fed ? sim_yaml_get(fed, "mode") : NULL;
     const char *mv = NULL;
     sim_err ignored;
-    int async = mode && sim_yaml_str(mode, "mode", &mv, &ignored) == SIM_OK && !strcmp(mv, "async");
-    char pre[96], sv[32];
-    section s = sub(alg, "pfedgate", pre, sizeof pre);
-    int rc = need_map(&s, "pfedgate", err);
-    if (rc || (rc = get_str(&s, "s", "1", sv, sizeof sv, err))) return rc;
-    c->by_capacity = !strcmp(sv, "capacity");
-    if (!c->by_capacity) {
-        char *end;
-        c->s = strtod(sv, &end);
-        if (end == sv || *end || !(c->s > 0 && c->s <= 1))
-            return sim_yaml_fail(sim_yaml_get(s.map, "s"), err,
-                                 "s: '%s' is not a density in (0, 1] or capacity", sv);
-    }
-    if ((rc = get_int(&s, "blocks", 2, 64, 5, &c->blocks, err)) ||
-        (rc = get_choice(&s, "split", PG_SPLITS, 0, &c->code_split, err)) ||
-        (rc = get_int(&s, "paths", 1, 2, 2, &c->paths, err)) ||
-        (rc = get_double(&s, "gate_lr", 0, 1e3, 0.1, &c->gate_lr, err)) ||
-        (rc = get_double(&s, "clip", 0, 1e9, 10, &c->clip, err)))
-        return rc;
-    if ((rc = get_choice(&s, "aggregate", PG_AGGREGATE, 0, &c->code_aggregate, err)) ||
-        (rc = get_choice(&s, "eval", PG_EVAL, async, &c->eval_global, err)))
-        return rc;
-    if (async && !c->eval_global)
-        return sim_yaml_fail(sim_yaml_get(s.map, "eval"), err,
-                             "eval: own needs federation.mode: sync (an async update was trained "
-                             "from an older global model, so the client's own copy cannot be "
-                             "rebuilt); use eval: global");
-    return SIM_OK;
-}
-
-/* `algorithm.pa3dfl:` (read for pa3dfl, checked for the others). Defaults: spec 004's Fashion
- * Hetero column (λ 0.001, γ 1, [64, 64, 4]); p_min `auto` follows the capacities (§2.4). */
-static int load_pa3dfl(fl_pa3dfl_config *c, section *alg, sim_err *err)
-{
-    char pre[96], pv[32];
-    section s = sub(alg, "pa3dfl", pre, sizeof pre);
-    int rc = need_map(&s, "pa3dfl", err);
-    if (rc || (rc = get_double(&s, "lambda", 0, 1e3, 0.001, &c->lambda, err)) ||
-        (rc = get_double(&s, "hn_lr", 0, 1e3, 1, &c->hn_lr, err)) ||
-        (rc = get_double(&s, "hn_clip", 0, 1e9, 1, &c->hn_clip, err)) ||
-        (rc = get_bool(&s, "hn_nlms", 1, &c->hn_nlms, err)) ||
-        (rc = get_bool(&s, "hn_unit", 1, &c->hn_unit, err)) ||
-        (rc = get_int(&s, "embed", 1, 4096, 64, &c->embed, err)) ||
-        (rc = get_int(&s, "hidden", 1, 4096, 64, &c->hidden, err)) ||
-        (rc = get_int(&s, "depth", 1, FL_PA3DFL_MAX_DEPTH, 4, &c->depth, err)) ||
-        (rc = get_double(&s, "val", 0, 0.9, 0.1, &c->val, err)) ||
-        (rc = get_int(&s, "alphas", 1, 1001, 11, &c->alphas, err)) ||
-        (rc = get_bool(&s, "hn", 1, &c->hn, err)) ||
-        (rc = get_str(&s, "p_min", "auto", pv, sizeof pv, err)))
-        return rc;
-    c->p_min = 0;
-    if (strcmp(pv, "auto")) {
-        char *end;
-        double x = strtod(pv, &end);
-        int k = x > 0 ? (int)lround(1 / x) : 0;
-        if (end == pv || *end || !(x > 0 && x <= 1) || k > 1024 || (k & (k - 1)) ||
-            fabs(k * x - 1) > 1e-9)
-            return sim_yaml_fail(sim_yaml_get(s.map, "p_min"), err,
-                                 "p_min: '%s' is not auto or 1/2^k (1, 0.5, … 1/1024)", pv);
-        c->p_min = x;
-    }
-    return SIM_OK;
-}
-
-/* pFedHN's evaluated model (fl_pfedhn_config.eval_trained) */
-static const char *const PFEDHN_EVAL[] = {"generated", "trained", NULL};
-
-static const char *const PEWS_BASES[] = {"fedavg", "fedprox", NULL};
-static const char *const PEWS_MODES[] = {"learned", "fixed", NULL};
-static const char *const PEWS_THETA[] = {"prob", "binary", NULL};
-
-/* `algorithm.pews:` (read for fedpews, checked for the others). The warmup is a fraction τ of the
- * rounds, W = round(τ·rounds). */
-static int load_pews(fl_pews_config *c, section *alg, int rounds, sim_err *err)
-{
-    char pre[96];
-    section s = sub(alg, "pews", pre, sizeof pre);
-    double tau;
-    int rc = need_map(&s, "pews", err);
-    if (rc || (rc = get_choice(&s, "base", PEWS_BASES, 0, &c->prox, err)) ||
-        (rc = get_double(&s, "warmup", 0, 1, 0.125, &tau, err)) ||
-        (rc = get_choice(&s, "mode", PEWS_MODES, 0, &c->fixed, err)) ||
-        (rc = get_double(&s, "lambda", 0, 1e6, 1, &c->lambda, err)) ||
-        (rc = get_double(&s, "mask_lr", 0, 1e6, 0.1, &c->mask_lr, err)) ||
-        (rc = get_double(&s, "score_init", -100, 100, 0, &c->score_init, err)))
-        return rc;
-    c->warmup = (int)floor(tau * rounds + 0.5);
-    return get_choice(&s, "theta", PEWS_THETA, 0, &c->theta_binary, err);
-}
-
-static const char *const DM_POLICIES[] = {"auto", "uniform", "uniform_skip_first", NULL};
-static const char *const DM_ANNEAL[] = {"constant", "cosine", NULL};
-
-/* `algorithm.dmpfl:` (read for dmpfl and dmpfl+, checked for the others; spec 001 §8). The
- * density policy `auto` keeps the first layer dense for CNNs (uniform_skip_first) and not for
- * MLPs (uniform). */
-static int load_dmpfl(fl_dmpfl_config *c, section *alg, int rounds, sim_err *err)
-{
-    char pre[96];
-    section s = sub(alg, "dmpfl", pre, sizeof pre);
-    double S;
-    int policy, rc = need_map(&s, "dmpfl", err);
-    if (rc || (rc = get_double(&s, "sparsity", 0, 0.999, 0.5, &S, err)) ||
-        (rc = get_choice(&s, "density_policy", DM_POLICIES, 0, &policy, err)) ||
-        (rc = get_int(&s, "iterations", 0, 100000, 2, &c->iterations, err)) ||
-        (rc = get_double(&s, "phase1", 0, 1, 0.5, &c->phase1, err)) ||
-        (rc = get_double(&s, "phase2a", 0, 1, 0.25, &c->phase2a, err)) ||
-        (rc = get_double(&s, "alpha", 0, 1, 0.5, &c->alpha, err)) ||
-        (rc = get_choice(&s, "anneal", DM_ANNEAL, 1, &c->anneal, err)) ||
-        (rc = get_int(&s, "readjust_every", 1, 100000, 1, &c->readjust_every, err)) ||
-        (rc = get_double(&s, "vote", 0, 1, 0.3, &c->vote, err)) ||
-        (rc = get_bool(&s, "reset_private", 0, &c->reset_private, err)))
-        return rc;
-    c->density = 1 - S;
-    c->skip_first = policy - 1; /* auto −1, uniform 0, uniform_skip_first 1 */
-    c->rounds = rounds;
-    if (c->phase1 + c->phase2a > 1 + 1e-9)
-        return sim_yaml_fail(sim_yaml_get(s.map, "phase2a"), err,
-                             "dmpfl: phase1 %g + phase2a %g is more than a whole iteration",
-                             c->phase1, c->phase2a);
-    if (c->iterations > rounds)
-        return sim_yaml_fail(sim_yaml_get(s.map, "iterations"), err,
-                             "dmpfl: %d iterations do not fit in %d rounds", c->iterations, rounds);
-    return SIM_OK;
-}
-
-static int load_algorithm(sim_scenario *sc, section *root, sim_err *err)
-{
-    char pre[64];
-    section s = sub(root, "algorithm", pre, sizeof pre);
-    fl_config *c = &sc->cfg;
-    int rc = need_map(&s, "algorithm", err);
-    if (rc || (rc = get_str(&s, "name", "fedavg", c->name, sizeof c->name, err))) return rc;
-    sc->spec.algo = fl_algo_find(c->name);
-    if (!sc->spec.algo) {
-        char list[256] = "";
-        for (int i = 0; fl_algos[i]; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                     fl_algos[i]->name);
-        return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
-                             "algorithm: unknown name '%s' (known: %s)", c->name, list);
-    }
-    if ((rc = get_int(&s, "local_epochs", 0, 100000, 1, &c->local_epochs, err)) ||
-        (rc = get_int(&s, "local_steps", 0, 100000000, 0, &c->local_steps, err)) ||
-        (rc = get_int(&s, "batch_size", 1, 65536, 32, &c->batch_size, err)) ||
-        (rc = get_double(&s, "lr", 0, 1e3, 0.05, &c->lr, err)) ||
-        (rc = get_double(&s, "momentum", 0, 1, 0, &c->momentum, err)) ||
-        (rc = get_double(&s, "weight_decay", 0, 1, 0, &c->weight_decay, err)) ||
-        (rc = get_double(&s, "clip", 0, 1e9, 0, &c->clip, err)) ||
-        (rc = get_bool(&s, "persistent_momentum", 0, &c->persistent_momentum, err)) ||
-        (rc = get_double(&s, "lr_decay", 0, 10, 1, &c->lr_decay, err)) ||
-        (rc = get_double(&s, "mu", 0, 1e3, 0.01, &c->mu, err)) ||
-        (rc = get_double(&s, "server_lr", 0, 1e3, 1, &c->server_lr, err)) ||
-        (rc = get_choice(&s, "weighting", WEIGHTINGS, 0, &c->uniform, err)))
-        return rc;
-    if (c->local_epochs == 0 && c->local_steps == 0)
-        return sim_yaml_fail(s.map, err, "algorithm: local_epochs and local_steps are both 0");
-    if (c->persistent_momentum && !fl_persistent_momentum_ok(c->name)) {
-        char list[256] = "";
-        for (int i = 0; fl_momentum_keepers[i]; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                     fl_momentum_keepers[i]);
-        return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
-                             "persistent_momentum: %s restarts its momentum every job (kept by "
-                             "%s; SpaFL's: spafl.momentum)",
-                             c->name, list);
-    }
-    if (c->persistent_momentum && c->momentum <= 0)
-        return sim_yaml_fail(sim_yaml_get(s.map, "persistent_momentum"), err,
-                             "persistent_momentum: true needs momentum > 0");
-    if (!strcmp(c->name, "pa3dfl") && (c->momentum > 0 || c->weight_decay > 0)) {
-        const char *key = c->momentum > 0 ? "momentum" : "weight_decay";
-        return sim_yaml_fail(sim_yaml_get(s.map, key), err,
-                             "%s: pa3dfl's clients take plain SGD steps on their factors (spec "
-                             "004, A19)",
-                             key);
-    }
-    if (!strcmp(c->name, "pfedgate") && c->batch_size < 2)
-        return sim_yaml_fail(sim_yaml_get(s.map, "batch_size"), err,
-                             "batch_size: pfedgate's gate has batch norm, which needs batches of "
-                             "two samples or more (it skips 1-sample batches: with batch_size 1 "
-                             "nothing would train)");
-    /* read for the SpaFL algorithms, and checked (not filled in) for the others, so a sweep
-     * over algorithm.name can keep one scenario */
-    if ((!strncmp(c->name, "spafl", 5) || sim_yaml_get(s.map, "spafl")) &&
-        (rc = load_spafl(&c->spafl, &s, err)))
-        return rc;
-    if ((!strcmp(c->name, "fedpews") || sim_yaml_get(s.map, "pews")) &&
-        (rc = load_pews(&c->pews, &s, sc->spec.fed.rounds, err)))
-        return rc;
-    if ((!strcmp(c->name, "pfedgate") || sim_yaml_get(s.map, "pfedgate")) &&
-        (rc = load_pfedgate(&c->pfedgate, &s, sc->doc, err)))
-        return rc;
-    if ((!strncmp(c->name, "dmpfl", 5) || sim_yaml_get(s.map, "dmpfl")) &&
-        (rc = load_dmpfl(&c->dmpfl, &s, sc->spec.fed.rounds, err)))
-        return rc;
-    if (!strcmp(c->name, "ditto") || sim_yaml_get(s.map, "ditto")) {
-        char pre2[96];
-        section d = sub(&s, "ditto", pre2, sizeof pre2);
-        if ((rc = need_map(&d, "ditto", err)) ||
-            (rc = get_double(&d, "lambda", 0, 1e3, 0.1, &c->ditto_lambda, err)))
-            return rc;
-    }
-    if (!strcmp(c->name, "apfl") || sim_yaml_get(s.map, "apfl")) {
-        char pre2[96];
-        section d = sub(&s, "apfl", pre2, sizeof pre2);
-        if ((rc = need_map(&d, "apfl", err)) ||
-            (rc = get_double(&d, "alpha", 0, 1, 0.5, &c->apfl_alpha, err)) ||
-            (rc = get_bool(&d, "adapt", 1, &c->apfl_adapt, err)))
-            return rc;
-    }
-    if (!strcmp(c->name, "pfedhn") || sim_yaml_get(s.map, "pfedhn")) {
-        char pre2[96];
-        section d = sub(&s, "pfedhn", pre2, sizeof pre2);
-        fl_pfedhn_config *h = &c->pfedhn;
-        if ((rc = need_map(&d, "pfedhn", err)) ||
-            (rc = get_int(&d, "embed", 1, 4096, 1 + sc->part.n_clients / 4, &h->embed, err)) ||
-            (rc = get_int(&d, "hidden", 1, 4096, 100, &h->hidden, err)) ||
-            (rc = get_int(&d, "layers", 0, FL_PFEDHN_MAX_LAYERS, 1, &h->layers, err)) ||
-            (rc = get_double(&d, "lr", 0, 1e3, 0.1, &h->lr, err)) ||
-            (rc = get_double(&d, "clip", 0, 1e9, 50, &h->clip, err)) ||
-            (rc = get_choice(&d, "eval", PFEDHN_EVAL, 0, &h->eval_trained, err)))
-            return rc;
-    }
-    c->ft_epochs = 1;
-    if (!strcmp(c->name, "fedavg-ft") || sim_yaml_get(s.map, "finetune")) {
-        char pre2[96];
-        section d = sub(&s, "finetune", pre2, sizeof pre2);
-        if ((rc = need_map(&d, "finetune", err)) ||
-            (rc = get_int(&d, "epochs", 1, 1000, 1, &c->ft_epochs, err)))
-            return rc;
-    }
-    if ((!strcmp(c->name, "pa3dfl") || sim_yaml_get(s.map, "pa3dfl")) &&
-        (rc = load_pa3dfl(&c->pa3dfl, &s, err)))
-        return rc;
-    if (!strcmp(c->name, "fjord") || !strcmp(c->name, "heterofl") || !strcmp(c->name, "fedrolex") ||
-        sim_yaml_get(s.map, "width"))
-        return load_width(&c->width, &s, c->name, err);
-    return SIM_OK;
+    sim_key_ctx ctx = {.rounds = sc->spec.fed.rounds, .clients = sc->part.n_clients};
+    ctx.async = mode && sim_yaml_str(mode, "mode", &mv, &ignored) == SIM_OK && !strcmp(mv, "async");
+    int rc = fl_config_read(&sc->cfg, sc->doc, "algorithm", &ctx, err);
+    if (!rc) sc->spec.algo = fl_algo_find(sc->cfg.name);
+    return rc;
 }
 
 static const char *const MODES[] = {"sync", "async", NULL};
@@ -1121,7 +778,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         if (m) sim_yaml_fail(m, err, "model: %s", why);
         goto fail;
     }
-    if ((rc = load_algorithm(sc, &root, err)) || (rc = load_federation(sc, &root, err)) ||
+    if ((rc = load_algorithm(sc, err)) || (rc = load_federation(sc, &root, err)) ||
         (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)))
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
@@ -1144,6 +801,7 @@ void sim_scenario_destroy(sim_scenario *sc)
             dev_profile_destroy(&sc->devices[c]);
     free(sc->devices);
     free(sc->capacity);
+    fl_config_destroy(&sc->cfg);
     nn_partition_destroy(&sc->part);
     nn_dataset_destroy(&sc->train);
     nn_dataset_destroy(&sc->test);

@@ -11,6 +11,7 @@
 #include "nn/pack.h"
 #include "nn/train.h"
 #include "sim/rng.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 
 #include <math.h>
@@ -68,8 +69,7 @@ int main(void)
                      .lr = 0.05,
                      .momentum = 0.5,
                      .lr_decay = 1,
-                     .server_lr = 1,
-                     .ft_epochs = 1};
+                     .server_lr = 1};
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     size_t nf = arch.layout.n_floats;
 
@@ -191,7 +191,7 @@ int main(void)
     nn_model_init_params(&g0, &r); /* anything else */
     CHECK(nn_unpack_params(g0.params, &arch, rl.priv.data, rl.priv.size, "priv", &err) == SIM_OK);
     CHECK(!memcmp(g0.params, g1.params, nf * 4));
-    CHECK(!fl_local.has_global && fl_fedavg.has_global);
+    CHECK(!(fl_local.flags & FL_HAS_GLOBAL) && (fl_fedavg.flags & FL_HAS_GLOBAL));
 
     fl_result_destroy(&ra), fl_result_destroy(&rp), fl_result_destroy(&rp2);
     fl_result_destroy(&r1), fl_result_destroy(&rc), fl_result_destroy(&rl);
@@ -201,6 +201,7 @@ int main(void)
     free(da), free(dp);
     CHECK(fl_algo_find("fedprox") == &fl_fedprox && fl_algo_find("nope") == NULL);
 
+    test_own(&cfg, "{name: fedavg-ft, finetune: {epochs: 1}}");
     /* FedAvg-FT: on client 2's own training samples, the fine-tuned model beats the global one */
     void *sf = fl_fedavg_ft.server_new(&env, &err);
     nn_model em;
@@ -215,7 +216,8 @@ int main(void)
     /* ... after finetune.epochs epochs of the training's optimizer (momentum from zero, weight
      * decay), batches in the order its stream for client 2 draws (a new server: a run's
      * settings do not change, and this one keeps client 2's 1-epoch model) */
-    cfg.ft_epochs = 2, cfg.weight_decay = 0.01;
+    test_own(&cfg, "{name: fedavg-ft, finetune: {epochs: 2}}");
+    cfg.weight_decay = 0.01;
     fl_fedavg_ft.server_free(sf);
     sf = fl_fedavg_ft.server_new(&env, &err);
     fl_fedavg_ft.eval_client(sf, 2, NULL, 0, &train, part.idx[2], part.n[2], &em, &dens);
@@ -234,7 +236,8 @@ int main(void)
     nn_batcher_destroy(&bt);
     CHECK_MSG(!memcmp(ref.params, em.params, nf * 4),
               "FedAvg-FT fine-tunes 2 epochs with momentum 0.5 and weight decay 0.01");
-    cfg.ft_epochs = 1, cfg.weight_decay = 0;
+    test_own(&cfg, "{name: fedavg-ft, finetune: {epochs: 1}}");
+    cfg.weight_decay = 0;
     /* a client's fine-tuned model is reused for its next test set (a shifted split) while the
      * global model stays, and rebuilt once it changes: the same as a fresh server's every time */
     fl_fedavg_ft.server_free(sf);
@@ -351,9 +354,9 @@ int main(void)
     }
 
     /* Ditto: twice FedAvg's FLOPs, the same upload, a personal model in private state */
+    test_own(&cfg, "{name: ditto, ditto: {lambda: 0.1}}");
     void *sd = fl_ditto.server_new(&env, &err);
     fl_result rd, rf;
-    cfg.ditto_lambda = 0.1;
     train_job(&fl_ditto, &env, sd, 1, &rd, &w);
     train_job(&fl_fedavg, &env, sa, 1, &rf, &w);
     CHECK(rd.cost.flops == 2 * rf.cost.flops && rd.priv.size > 0 && rd.up.size == rf.up.size);
@@ -365,7 +368,7 @@ int main(void)
 
     /* APFL: twice FedAvg's FLOPs (cost-only says the same), FedAvg's upload; a first job's v
      * starts at the received model, where α's gradient ⟨v − w, ∇f⟩ is 0 */
-    cfg.apfl_alpha = 0.5, cfg.apfl_adapt = 1;
+    test_own(&cfg, "{name: apfl, apfl: {alpha: 0.5, adapt: true}}");
     void *sap = fl_apfl.server_new(&env, &err), *sfa = fl_fedavg.server_new(&env, &err);
     fl_result rap, rfa, rapc;
     train_job(&fl_apfl, &env, sap, 1, &rap, &w);
@@ -383,6 +386,8 @@ int main(void)
         /* one plain SGD step from a kept v ≠ w and α = 0.3, against the step done by hand on the
          * same minibatch */
         fl_config oc = cfg;
+        memset(oc.blocks, 0, sizeof oc.blocks);
+        test_own(&oc, "{name: apfl, apfl: {alpha: 0.5, adapt: true}}");
         oc.local_steps = 1, oc.momentum = 0, oc.lr = 0.2;
         fl_env ae = env;
         ae.cfg = &oc;
@@ -443,7 +448,7 @@ int main(void)
                                                        (1 - (float)alpha1) * g0.params[j])));
         CHECK_MSG(eworst < 1e-6, "APFL's personal model off αv + (1 − α)w by %g", eworst);
         /* with adapt: false, α stays */
-        oc.apfl_adapt = 0;
+        test_own(&oc, "{name: apfl, apfl: {alpha: 0.5, adapt: false}}");
         fl_result ra2;
         fl_result_init(&ra2);
         CHECK(fl_apfl.client_train(&ae, &aj, &w, &ra2, &err) == SIM_OK);
@@ -460,6 +465,7 @@ int main(void)
         nn_batcher_destroy(&b3);
         msgpack_sbuffer_destroy(&priv), msgpack_sbuffer_destroy(&down);
         nn_model_destroy(&v), nn_model_destroy(&vbar);
+        fl_config_destroy(&oc);
     }
     fl_apfl.server_free(sap);
     nn_model_destroy(&em), nn_model_destroy(&g0), nn_model_destroy(&g1);
@@ -468,5 +474,6 @@ int main(void)
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);
+    fl_config_destroy(&cfg);
     return CHECK_DONE();
 }

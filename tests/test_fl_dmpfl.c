@@ -9,6 +9,7 @@
 #include "algos/dmpfl.h"
 #include "nn/pack.h"
 #include "nn/train.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 
 #include <math.h>
@@ -217,16 +218,17 @@ int main(void)
                      .lr = 0.05,
                      .lr_decay = 1,
                      .server_lr = 1};
-    cfg.dmpfl = (fl_dmpfl_config){.density = 0.5,
-                                  .skip_first = -1,
-                                  .iterations = 1,
-                                  .rounds = T,
-                                  .phase1 = 0.5,
-                                  .phase2a = 0.25,
-                                  .alpha = 0.3,
-                                  .anneal = 1,
-                                  .readjust_every = 1,
-                                  .vote = 0.3};
+    fl_dmpfl_config dm = {.density = 0.5,
+                          .skip_first = -1,
+                          .iterations = 1,
+                          .rounds = T,
+                          .phase1 = 0.5,
+                          .phase2a = 0.25,
+                          .alpha = 0.3,
+                          .anneal = 1,
+                          .readjust_every = 1,
+                          .vote = 0.3};
+    cfg.own = &dm;
     fl_env env = {&cfg, &arch, &train, &test, &part, 11, 0, NULL};
     size_t nf = arch.layout.n_floats;
     fl_dm_shape sh;
@@ -256,7 +258,7 @@ int main(void)
     server_wg(a, s, before, nf);
 
     /* Eq. 5 by hand: two uploads covering different positions */
-    cfg.dmpfl.vote = 0.5; /* with 2 clients: positions both chose */
+    dm.vote = 0.5; /* with 2 clients: positions both chose */
     fl_result r0, r1;
     size_t d0 = job(a, &env, s, &w, 0, 0, NULL, &r0);
     CHECK_EQ_I64(d0, fl_dm_msg_bytes(&sh, 1, sh.n_keep)); /* m_g⁰ at exactly 1 − S */
@@ -299,12 +301,12 @@ int main(void)
     a->server_aggregate(s);
     fl_result_destroy(&r0), fl_result_destroy(&r1);
     a->server_free(s);
-    cfg.dmpfl.vote = 0.3;
+    dm.vote = 0.3;
 
     /* a short run: rounds 0..7 phase 1, 8..11 phase 2a, 12..15 phase 2b */
     s = a->server_new(&env, &err);
     for (int t = 0; t < T; t++) {
-        fl_dm_phase ph = fl_dm_phase_of(&cfg.dmpfl, t);
+        fl_dm_phase ph = fl_dm_phase_of(&dm, t);
         for (int c = 0; c < C; c++) {
             if ((c + t) % 2) continue; /* half the clients each round */
             nn_model_reset_narrowing(&em);

@@ -11,6 +11,7 @@
 #include "algos/algo.h"
 #include "algos/pa3dfl.h"
 #include "nn/pack.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
 #include "tests/gradcheck.h"
@@ -350,7 +351,8 @@ int main(void)
                      .server_lr = 1};
     /* γ = 0.5: at the default γ = 1 this 200-sample task diverges for some seeds (accuracy back
      * to chance on 2 of 3 initializations tried), which a test of the mechanics must not hang on */
-    cfg.pa3dfl = (fl_pa3dfl_config){0.001, 0.5, 1, 1, 1, 8, 8, 2, 0, 0.1, 11, 1};
+    fl_pa3dfl_config pc = {0.001, 0.5, 1, 1, 1, 8, 8, 2, 0, 0.1, 11, 1, "auto"};
+    cfg.own = &pc;
     double cap[] = {1, 0.25, 0.0625, 0.5};
     fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap};
     CHECK(fl_pa3dfl.client_width(&env, 2) == 0.25 && fl_pa3dfl.client_width(&env, 1) == 0.5);
@@ -368,7 +370,7 @@ int main(void)
     for (int c = 0; c < 4; c++)
         msgpack_sbuffer_init(&priv[c]);
     for (int round = 0; round < 8; round++) {
-        cfg.pa3dfl.alphas = round == 1 ? 1 : 11; /* round 1: no α search, nothing held out */
+        pc.alphas = round == 1 ? 1 : 11; /* round 1: no α search, nothing held out */
         for (int c = 0; c < 4; c++) {
             fl_result res;
             test_job(&fl_pa3dfl, &env, s, c, round, NULL, 0, &res, &w);
@@ -546,7 +548,7 @@ int main(void)
     /* Table 3's ablation (hn: false): only u travels, the personal part lives in the private
      * state from job to job, and a reply without "v" is refused by the full method */
     {
-        cfg.pa3dfl.hn = 0;
+        pc.hn = 0;
         void *sa = fl_pa3dfl.server_new(&env, &err);
         fl_result ra;
         for (int round = 0; round < 6; round++) {
@@ -556,10 +558,10 @@ int main(void)
                 CHECK_EQ_I64(ra.up.size, 1 + 2 + nn_bin_bytes(4 * md.n_u));
                 CHECK(fl_pa3dfl.server_absorb(sa, c, ra.up.data, ra.up.size, 1, 1, &err) == SIM_OK);
                 if (round == 0 && c == 0) {
-                    cfg.pa3dfl.hn = 1;
+                    pc.hn = 1;
                     CHECK(fl_pa3dfl.server_absorb(s, c, ra.up.data, ra.up.size, 1, 1, &err) ==
                           SIM_EFORMAT);
-                    cfg.pa3dfl.hn = 0;
+                    pc.hn = 0;
                 }
                 priv[c].size = 0;
                 msgpack_sbuffer_write(&priv[c], ra.priv.data, ra.priv.size);
@@ -570,7 +572,7 @@ int main(void)
         double acc_a = mean_acc(sa, priv, &em, &test);
         CHECK_MSG(acc_a > 0.6, "without the hyper-network: accuracy %.3f", acc_a);
         fl_pa3dfl.server_free(sa);
-        cfg.pa3dfl.hn = 1;
+        pc.hn = 1;
     }
     for (int c = 0; c < 4; c++)
         msgpack_sbuffer_destroy(&priv[c]);

@@ -8,6 +8,7 @@
 #include "algos/submodel.h"
 #include "nn/pack.h"
 #include "nn/train.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
 
@@ -38,7 +39,8 @@ static void test_full_is_fedavg(fl_config *cfg, const fl_env *env)
     sim_err err = {0};
     fl_worker w;
     fl_worker_init(&w);
-    cfg->pews.warmup = 0; /* every round is a full round */
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0, lambda: 1, mask_lr: 0.1}}"); /* every round is
+                                                                                     a full round */
     void *sp = fl_fedpews.server_new(env, &err), *sa = fl_fedavg.server_new(env, &err);
     for (int c = 0; c < 3; c++) {
         fl_result rp, ra;
@@ -67,8 +69,12 @@ static void test_fixed(fl_config *cfg, const fl_env *env)
     sim_err err = {0};
     int h = fl_sub_units(&arch); /* 32 + 64 + 128 + 32 */
     CHECK_EQ_I64(h, 256);
-    cfg->pews.warmup = 5;
-    cfg->pews.fixed = 1;
+    test_own(
+            cfg,
+            "{name: fedpews, pews: {warmup: 0.05, mode: fixed, lambda: 1, mask_lr: 0.1}}"); /* 5 of
+                                                                                               100
+                                                                                               rounds
+                                                                                             */
     void *s = fl_fedpews.server_new(env, &err); /* 3 clients: 32 = 11 + 11 + 10 */
     uint8_t keep[3][256];
     int union_ok = 1, disjoint = 1;
@@ -130,7 +136,7 @@ static void test_fixed(fl_config *cfg, const fl_env *env)
     nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&lm);
     fl_worker_destroy(&w);
     fl_fedpews.server_free(s);
-    cfg->pews.fixed = 0;
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
 }
 
 typedef struct gate_ctx {
@@ -164,7 +170,7 @@ static void test_score_step(fl_config *cfg, fl_env *env)
 {
     sim_err err = {0};
     int h = fl_sub_units(&arch), n = part.n[0];
-    cfg->pews.warmup = 5, cfg->pews.lambda = 0, cfg->pews.mask_lr = 1;
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 0, mask_lr: 1}}");
     cfg->local_steps = 1, cfg->batch_size = n;
     void *s = fl_fedpews.server_new(env, &err);
     fl_worker w;
@@ -180,7 +186,7 @@ static void test_score_step(fl_config *cfg, fl_env *env)
     msgpack_unpacked_destroy(&u);
     /* the first draw of the job's mask stream: Procedure I's gates */
     sim_rng mr;
-    sim_rng_seed(&mr, env->seed, SIM_RNG_MASKS, 0);
+    sim_rng_seed(&mr, env->seed, fl_algo_stream("fedpews.masks"), 0);
     uint8_t *keep = malloc((size_t)h);
     for (int j = 0; j < h; j++)
         keep[j] = sim_rng_uniform(&mr) < 0.5;
@@ -226,7 +232,7 @@ static void test_score_step(fl_config *cfg, fl_env *env)
     }
     CHECK_MSG(bad == 0 && checked > 40, "score step vs gate gradient: %d of %d off", bad, checked);
     /* the diversity reward pushes a unit's probability away from the others' */
-    cfg->pews.lambda = 50;
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 50, mask_lr: 1}}");
     fl_result r2;
     /* client 1 gets θ_{g∖1} = client 0's σ(s) = 0.5 everywhere at first: the reward's gradient
      * is 0 at σ = 0.5 exactly, so feed client 0's upload first to move Θ[0] */
@@ -253,11 +259,11 @@ int main(void)
                      .lr = 0.05,
                      .lr_decay = 1,
                      .server_lr = 1};
-    cfg.pews = (fl_pews_config){.warmup = 0, .lambda = 1, .mask_lr = 0.1};
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     test_full_is_fedavg(&cfg, &env);
     test_fixed(&cfg, &env);
     test_score_step(&cfg, &env);
+    fl_config_destroy(&cfg);
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train), nn_dataset_destroy(&test);
     return CHECK_DONE();

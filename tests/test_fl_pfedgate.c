@@ -15,6 +15,7 @@
 #include "algos/pfedgate.h"
 #include "nn/pack.h"
 #include "sim/rng.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/gradcheck.h"
 
@@ -129,7 +130,8 @@ static void test_classes_reached(void)
     }
     /* the run's warning: two of three clients on budgets too small, the least reaching 1 class */
     fl_config cfg = {.name = "pfedgate"};
-    cfg.pfedgate = (fl_pfedgate_config){.by_capacity = 1, .blocks = 5, .paths = 2};
+    fl_pfedgate_config pg = {.by_capacity = 1, .blocks = 5, .paths = 2};
+    cfg.own = &pg;
     nn_partition part = {.n_clients = 3};
     const double cap[3] = {0.15, 0.5, 0.075};
     fl_env env = {&cfg, &a, NULL, NULL, &part, 1, 0, cap};
@@ -242,6 +244,7 @@ typedef struct fixture {
     nn_partition part;
     nn_arch a;
     fl_config cfg;
+    fl_pfedgate_config pg; /* cfg.own */
     fl_env env;
     fl_worker w;
 } fixture;
@@ -263,7 +266,8 @@ static int fixture_init(fixture *f, double s)
                          .lr = 0.05,
                          .lr_decay = 1,
                          .server_lr = 1};
-    f->cfg.pfedgate = (fl_pfedgate_config){.s = s, .blocks = 5, .paths = 2, .gate_lr = 0.1};
+    f->pg = (fl_pfedgate_config){.s = s, .blocks = 5, .paths = 2, .gate_lr = 0.1};
+    f->cfg.own = &f->pg;
     f->env = (fl_env){&f->cfg, &f->a, &f->train, &f->test, &f->part, 4, 0, NULL};
     fl_worker_init(&f->w);
     return 1;
@@ -297,7 +301,7 @@ static void test_equals_fedavg(void)
 {
     fixture f;
     if (!fixture_init(&f, 1)) return;
-    f.cfg.pfedgate.gate_lr = 0; /* the gate stays as fixed */
+    f.pg.gate_lr = 0; /* the gate stays as fixed */
     sim_err err = {0};
     size_t nf = f.a.layout.n_floats;
     void *sg = fl_pfedgate.server_new(&f.env, &err), *sa = fl_fedavg.server_new(&f.env, &err);
@@ -422,7 +426,7 @@ static void test_keep_momentum(void)
 {
     fixture f;
     if (!fixture_init(&f, 1)) return;
-    f.cfg.pfedgate.gate_lr = 0;
+    f.pg.gate_lr = 0;
     f.cfg.persistent_momentum = 1;
     f.cfg.local_steps = 1;
     f.cfg.momentum = 0.9;
@@ -514,9 +518,9 @@ static void test_eval_own_copy(void)
     sim_err err = {0};
     size_t nf = f.a.layout.n_floats;
     void *sv = fl_pfedgate.server_new(&f.env, &err);
-    f.cfg.pfedgate.eval_global = 1;
+    f.pg.eval_global = 1;
     void *ref = fl_pfedgate.server_new(&f.env, &err);
-    f.cfg.pfedgate.eval_global = 0;
+    f.pg.eval_global = 0;
     nn_model m, mr;
     nn_model_init(&m, &f.a, 40);
     nn_model_init(&mr, &f.a, 40);

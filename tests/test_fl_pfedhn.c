@@ -7,6 +7,7 @@
  * its last job's model); a foreign message or state is refused. */
 #include "algos/algo.h"
 #include "nn/pack.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
 
@@ -116,6 +117,17 @@ static double objective(void *s, float *const *g)
     return L;
 }
 
+/* pFedHN's settings as the scenario's loader reads them: this test's network, clip and eval */
+static void hn_conf(fl_config *cfg, double clip, const char *eval)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "{name: pfedhn, pfedhn: {embed: 3, hidden: 8, layers: 1, lr: 0.1, clip: %.17g, eval: "
+             "%s}}",
+             clip, eval);
+    test_own(cfg, text);
+}
+
 int main(void)
 {
     sim_err err = {0};
@@ -128,8 +140,8 @@ int main(void)
                      .lr = 0.05,
                      .momentum = 0.5,
                      .lr_decay = 1,
-                     .server_lr = 1,
-                     .pfedhn = {.embed = 3, .hidden = 8, .layers = 1, .lr = 0.1}};
+                     .server_lr = 1};
+    hn_conf(&cfg, 0, "generated");
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL}, envc = env;
     envc.cost_only = 1;
     const nn_layout *L = &arch.layout;
@@ -218,7 +230,7 @@ int main(void)
         gn += G[j] * G[j] / 4;
     gn = sqrt(gn);
     for (int clip = 0; clip <= 1; clip++) {
-        cfg.pfedhn.clip = clip ? gn / 4 : 0;
+        hn_conf(&cfg, clip ? gn / 4 : 0, "generated");
         CHECK(load_phi(s, phi0, n_phi) == SIM_OK);
         for (int k = 0; k < 2; k++)
             CHECK(fl_pfedhn.server_absorb(s, k + 1, r[k].up.data, r[k].up.size, 3, 3, &err) ==
@@ -254,7 +266,7 @@ int main(void)
     part_of(m.params, 1, pa), part_of(ref.params, 1, pb);
     CHECK(!memcmp(pa, pb, n_head * 4));
     CHECK(now && memcmp(now, gen1, n_sh * 4) != 0); /* the step moved it */
-    cfg.pfedhn.eval_trained = 1;
+    hn_conf(&cfg, gn / 4, "trained");
     fl_pfedhn.eval_params(s, 1, r[0].priv.data, r[0].priv.size, &m);
     CHECK(!memcmp(m.params, ref.params, nf * 4));
     fl_pfedhn.eval_params(s, 3, NULL, 0, &m);
@@ -265,7 +277,7 @@ int main(void)
     CHECK(now && !memcmp(pa, now, n_sh * 4));
     part_of(m.params, 1, pa), part_of(init, 1, pb);
     CHECK(!memcmp(pa, pb, n_head * 4));
-    cfg.pfedhn.eval_trained = 0;
+    hn_conf(&cfg, gn / 4, "generated");
 
     /* a FedAvg message and a FedAvg server state are refused */
     msgpack_sbuffer dense;
@@ -289,5 +301,6 @@ int main(void)
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);
+    fl_config_destroy(&cfg);
     return CHECK_DONE();
 }

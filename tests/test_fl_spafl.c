@@ -11,6 +11,7 @@
 #include "nn/pack.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/scenario_text.h"
 
@@ -171,7 +172,8 @@ static void test_step(void)
     fl_config cfg = {0};
     snprintf(cfg.name, sizeof cfg.name, "spafl");
     cfg.local_steps = 1, cfg.batch_size = N, cfg.lr = 1, cfg.lr_decay = 1;
-    cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
+    fl_spafl_config sp = {.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
+    cfg.own = &sp;
     fl_env env = {&cfg, &a, &train, &train, &part, 11, 0, NULL};
     size_t nf = a.layout.n_floats;
 
@@ -320,6 +322,8 @@ static void test_server(void)
     nn_dataset d = {0};
     nn_partition part = {0};
     fl_config cfg = {0};
+    fl_spafl_config sp = {0};
+    cfg.own = &sp;
     snprintf(cfg.name, sizeof cfg.name, "spafl");
     fl_env env = {&cfg, &a, &d, &d, &part, 1, 0, NULL};
     void *s = fl_spafl.server_new(&env, &err);
@@ -339,7 +343,7 @@ static void test_server(void)
     CHECK(read_vec(out.data, out.size, "tau", got, 4));
     CHECK(got[0] == 2 && got[1] == 2 && got[2] == 2 && got[3] == 0);
     CHECK(!read_vec(out.data, out.size, "delta", delta, 4));
-    cfg.spafl.delta = FL_DELTA_LATEST;
+    sp.delta = FL_DELTA_LATEST;
     msgpack_sbuffer_clear(&out);
     CHECK_EQ_I64(fl_spafl.job_down(s, 0, 0, &out), fl_spafl.job_down(s, 0, 0, NULL));
     CHECK(read_vec(out.data, out.size, "delta", delta, 4));
@@ -454,6 +458,7 @@ typedef struct small {
     nn_partition part;
     nn_arch a;
     fl_config cfg;
+    fl_spafl_config sp; /* cfg.own */
     fl_env env;
 } small;
 
@@ -466,6 +471,7 @@ static void small_init(small *S)
     CHECK(nn_arch_build(&S->a, "fedpews-mlp", 5, 1, 1, 4, &err) == SIM_OK);
     snprintf(S->cfg.name, sizeof S->cfg.name, "spafl");
     S->cfg.batch_size = 8, S->cfg.lr = 0.01, S->cfg.lr_decay = 1;
+    S->cfg.own = &S->sp;
     S->env = (fl_env){&S->cfg, &S->a, &S->d, &S->d, &S->part, 3, 0, NULL};
 }
 
@@ -484,7 +490,7 @@ static void test_collapse_in_training(void)
     small S;
     small_init(&S);
     S.cfg.local_steps = 1;
-    S.cfg.spafl = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
+    S.sp = (fl_spafl_config){.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
     int nt = fl_spafl_n_thresholds(&S.a);
     float *tau = calloc((size_t)nt, sizeof(float)), *tnew = calloc((size_t)nt, sizeof(float));
     for (int i = 0; i < 32; i++) /* the first hidden layer: all 32 neurons pruned */
@@ -506,7 +512,7 @@ static void test_collapse_in_training(void)
     fl_result res2;
     fl_result_init(&res2);
     fl_job job2 = {0, 0, down.data, down.size, res.priv.data, res.priv.size, 1};
-    S.cfg.spafl.eq13 = 0;
+    S.sp.eq13 = 0;
     CHECK(fl_spafl.client_train(&S.env, &job2, &w, &res2, &err) == SIM_OK);
     CHECK(read_vec(res2.up.data, res2.up.size, "tau", tnew, (size_t)nt) && fabsf(tnew[0]) < 1);
     CHECK(read_vec(res2.priv.data, res2.priv.size, "ratio", ratio, 5) && ratio[0] == 1);
@@ -528,7 +534,7 @@ static void test_delta_mean(void)
     small S;
     small_init(&S);
     S.cfg.local_steps = 2, S.cfg.momentum = 0.9;
-    S.cfg.spafl = (fl_spafl_config){
+    S.sp = (fl_spafl_config){
             .alpha = 0.01, .eq13 = 1, .delta = FL_DELTA_MEAN, .ste_weight = 1, .collapse = 0.01};
     size_t nf = S.a.layout.n_floats, nt = (size_t)fl_spafl_n_thresholds(&S.a);
     float *tg[3], *w = malloc(sizeof(float) * nf), *got = malloc(sizeof(float) * nf);
@@ -593,9 +599,13 @@ static void test_scenario_keys(void)
         if (k < 2) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
-                CHECK(sc.cfg.spafl.alpha == 0.1 &&
-                      sc.cfg.spafl.delta == (k == 1 ? FL_DELTA_LATEST : FL_DELTA_ACCUMULATED));
-                CHECK(k == 1 || (sc.cfg.spafl.eq13 && sc.cfg.spafl.warmup && !sc.cfg.spafl.clamp));
+                /* under fedavg the section is read too, though not fedavg's own */
+                const fl_spafl_config *sp =
+                        fl_config_block(&sc.cfg, fl_algo_find("spafl")->section);
+                CHECK(sp && (sp == sc.cfg.own) == (k == 0));
+                CHECK(sp && sp->alpha == 0.1 &&
+                      sp->delta == (k == 1 ? FL_DELTA_LATEST : FL_DELTA_ACCUMULATED));
+                CHECK(sp && (k == 1 || (sp->eq13 && sp->warmup && !sp->clamp)));
                 sim_scenario_destroy(&sc);
             }
         } else {

@@ -7,9 +7,10 @@
  * table of widths over r = 1 %, 2 %, … 100 %), FjORD drawing only grid widths up to it;
  * FedRolex's window rolls one channel per round. HeteroFL's Scaler changes what a narrow job
  * trains and how it is evaluated; it is off unless asked for, and FjORD refuses it. */
-#include "algos/algo.h"
 #include "algos/submodel.h"
+#include "algos/width.h"
 #include "nn/pack.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/scenario_text.h"
 
@@ -65,13 +66,24 @@ static void test_scaler_key(void)
         if (k < 3) {
             CHECK_MSG(rc == SIM_OK, "%s", msg);
             if (!rc) {
-                CHECK(sc.cfg.width.scaler == (k == 2));
+                const sim_yaml *sv = sim_yaml_get(
+                        sim_yaml_get(sim_yaml_get(sc.doc, "algorithm"), "width"), "scaler");
+                CHECK(sv && !strcmp(sv->value, k == 2 ? "true" : "false"));
                 sim_scenario_destroy(&sc);
             }
         } else {
             CHECK_MSG(rc != SIM_OK && strstr(msg, "s.yaml:5") && strstr(msg, "scaler"), "%s", msg);
         }
     }
+}
+
+/* cfg's width settings as the scenario's loader reads `algorithm.width: {KEYS}` for cfg's name
+ * (the family's own defaults for the keys not given: min 0.4, max 0.6, step 1/16, no scaler) */
+static void wconf(fl_config *cfg, const char *keys)
+{
+    char text[256];
+    snprintf(text, sizeof text, "{name: %s, width: {%s}}", cfg->name, keys);
+    test_own(cfg, text);
 }
 
 int main(void)
@@ -87,7 +99,7 @@ int main(void)
                      .momentum = 0.5,
                      .lr_decay = 1,
                      .server_lr = 1};
-    cfg.width = (fl_width_config){.p = 1, .min = 0.4, .max = 0.6, .eval = 1};
+    wconf(&cfg, "p: 1, eval: 1, kd: false");
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL};
     size_t nf = arch.layout.n_floats;
     fl_worker w;
@@ -129,10 +141,10 @@ int main(void)
      * model is evaluated scaled, the full global one not */
     {
         fl_result r0, r1;
-        cfg.width.p = 0.5;
+        wconf(&cfg, "p: 0.5, eval: 1, kd: false");
         sh = fl_heterofl.server_new(&env, &err);
         job(&fl_heterofl, &env, sh, 0, &r0, &w);
-        cfg.width.scaler = 1;
+        wconf(&cfg, "p: 0.5, eval: 1, kd: false, scaler: true");
         job(&fl_heterofl, &env, sh, 0, &r1, &w);
         CHECK(fl_worker_model(&w, &env)->narrow_scale == 1.0f);
         CHECK(r0.up.size == r1.up.size && memcmp(r0.up.data, r1.up.data, r0.up.size));
@@ -141,8 +153,7 @@ int main(void)
         CHECK(lm.narrow_scale == 2.0f);
         fl_heterofl.eval_params(sh, -1, NULL, 0, &lm); /* the global model at width.eval = 1 */
         CHECK(lm.narrow_scale == 1.0f);
-        cfg.width.scaler = 0;
-        cfg.width.p = 1;
+        wconf(&cfg, "p: 1, eval: 1, kd: false");
         fl_result_destroy(&r0), fl_result_destroy(&r1);
         fl_heterofl.server_free(sh);
     }
@@ -151,9 +162,9 @@ int main(void)
     sh = fl_heterofl.server_new(&env, &err);
     fl_heterofl.eval_params(sh, -1, NULL, 0, &g0); /* the initial model, at width 1 */
     fl_result rs, rf, rfull;
-    cfg.width.p = 0.5;
+    wconf(&cfg, "p: 0.5, eval: 1, kd: false");
     job(&fl_heterofl, &env, sh, 0, &rs, &w);
-    cfg.width.p = 1;
+    wconf(&cfg, "p: 1, eval: 1, kd: false");
     job(&fl_heterofl, &env, sh, 1, &rf, &w);
     job(&fl_heterofl, &env, sh, 0, &rfull, &w);
     live_at(&lm, 0.5);
@@ -171,7 +182,7 @@ int main(void)
                                     "data\xc4\0",
                                     16, 1, 1, &err) == SIM_EFORMAT);
     fl_heterofl.server_aggregate(sh);
-    cfg.width.eval = 1;
+    wconf(&cfg, "p: 1, eval: 1, kd: false");
     fl_heterofl.eval_params(sh, -1, NULL, 0, &g1);
     /* the changes, decoded independently: the half message holds the width-0.5 live values in
      * layout order, the full one every parameter */
@@ -206,7 +217,7 @@ int main(void)
               "held by both: %d wrong; held by the full client only (%d): %d wrong", bad_shared,
               n_only, bad_only);
     /* evaluation at width 0.5 narrows the model and reports its density */
-    cfg.width.eval = 0.5;
+    wconf(&cfg, "p: 1, eval: 0.5, kd: false");
     double dens = fl_heterofl.eval_params(sh, -1, NULL, 0, &g1);
     CHECK(dens < 1 && dens > 0.5 && nn_model_live_count(&g1) == n_half);
     fl_result_destroy(&rs), fl_result_destroy(&rf), fl_result_destroy(&rfull);
@@ -217,7 +228,7 @@ int main(void)
      * by self-distillation, so a job costs more than its widest steps alone and less than twice
      * them; without kd only the nested widths train. Cost-only runs the same draws. */
     snprintf(cfg.name, sizeof cfg.name, "fjord");
-    cfg.width.kd = 1;
+    wconf(&cfg, "p: 1, eval: 0.5, kd: true");
     void *sj = fl_fjord.server_new(&env, &err);
     live_at(&lm, 0.6);
     size_t top_bytes = 1 + fl_sub_bytes(&arch, nn_model_live_count(&lm));
@@ -244,7 +255,7 @@ int main(void)
               "cost-only %g FLOPs %zu B, real %g %zu B", rc.cost.flops, rc.up_bytes, rj.cost.flops,
               rj.up_bytes);
     fl_result_destroy(&rj), fl_result_destroy(&rc);
-    cfg.width.kd = 0;
+    wconf(&cfg, "p: 1, eval: 0.5, kd: false");
     job(&fl_fjord, &env, sj, 2, &rj, &w);
     CHECK_MSG(rj.cost.flops < top_flops && rj.cost.flops > 0, "no kd: %g FLOPs for %g",
               rj.cost.flops, top_flops);
@@ -255,18 +266,22 @@ int main(void)
     fl_fjord.server_free(sj);
 
     /* capacity → width on the 1/16 grid: the widths of r = 1/100 … 1 (spec 004 §3.2's table) */
-    fl_width_config wg = {.step = 1.0 / 16};
+    fl_config wgc = {.name = "fjord"};
+    fl_env wg = env;
+    wg.cfg = &wgc;
+    test_own(&wgc, "{name: fjord, width: {grid: step, step: 0.0625}}");
     int count[17] = {0}, want[17] = {0, 1, 2, 3, 3, 5, 5, 5, 7, 8, 8, 9, 10, 10, 11, 12, 1};
     int bad = 0;
     for (int i = 0; i < 100; i++) {
-        double r = (i + 1) / 100.0, p = fl_width_for(&wg, r);
-        bad += !(p * p <= r && (p == 1 || (p + wg.step) * (p + wg.step) > r));
+        double r = (i + 1) / 100.0, p = fl_width_for(&wg, r), step = 1.0 / 16;
+        bad += !(p * p <= r && (p == 1 || (p + step) * (p + step) > r));
         count[(int)lround(p * 16)]++;
     }
     CHECK_MSG(bad == 0, "%d widths not the largest grid width with p^2 <= r", bad);
     CHECK(!memcmp(count, want, sizeof count));
-    CHECK(fl_width_for(&wg, 0.001) == wg.step); /* below the grid: the narrowest */
-    wg.halving = 1;                             /* HeteroFL: 1, 1/2, … 1/16 */
+    CHECK(fl_width_for(&wg, 0.001) == 1.0 / 16); /* below the grid: the narrowest */
+    /* HeteroFL: 1, 1/2, … 1/16 */
+    test_own(&wgc, "{name: fjord, width: {grid: halving, step: 0.0625}}");
     CHECK(fl_width_for(&wg, 1) == 1 && fl_width_for(&wg, 0.3) == 0.5);
     CHECK(fl_width_for(&wg, 0.25) == 0.5 && fl_width_for(&wg, 0.2) == 0.25);
     CHECK(fl_width_for(&wg, 0.01) == 0.0625 && fl_width_for(&wg, 1e-6) == 0.0625);
@@ -275,19 +290,19 @@ int main(void)
      * narrower than it (the narrowest client's: its own), each one drawn */
     double capacity[4] = {0.3, 1, 0.05, 0.6};
     env.capacity = capacity;
-    cfg.width = (fl_width_config){.by_capacity = 1, .step = 0.25, .eval = 1, .kd = 1};
+    wconf(&cfg, "by: capacity, step: 0.25, eval: 1, kd: true");
     sj = fl_fjord.server_new(&env, &err);
     int off_grid = 0, too_wide = 0, seen[5] = {0};
     sim_rng dr;
     sim_rng_seed(&dr, 5, SIM_RNG_TEST, 0);
     for (int c = 0; c < 4; c++) {
-        double top = fl_width_for(&cfg.width, capacity[c]);
+        double top = fl_width_for(&env, capacity[c]);
         CHECK(fl_fjord.client_width(&env, c) == top);
         live_at(&lm, top);
         CHECK(fl_fjord.job_down(sj, c, 7, NULL) ==
               1 + fl_sub_bytes(&arch, nn_model_live_count(&lm)));
         for (int d = 0; d < 40; d++) {
-            double p = fl_fjord_draw(&cfg.width, top, &dr);
+            double p = fl_fjord_draw(&env, top, &dr);
             int k = (int)lround(p / 0.25);
             off_grid += k < 1 || k > 4 || fabs(p - 0.25 * k) > 1e-12;
             too_wide += top > 0.25 ? p > top - 1e-12 : p != top;
@@ -298,13 +313,13 @@ int main(void)
               off_grid, too_wide);
     CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0 && seen[4] == 0); /* 0.25 … 0.75 drawn */
     /* HeteroFL's halvings: below top, down to the step */
-    fl_width_config wh = {.by_capacity = 1, .halving = 1, .step = 1.0 / 16};
+    test_own(&wgc, "{name: fjord, width: {by: capacity, grid: halving, step: 0.0625}}");
     int halvings = 1;
     for (int d = 0; d < 40; d++) {
-        double p = fl_fjord_draw(&wh, 0.5, &dr);
+        double p = fl_fjord_draw(&wg, 0.5, &dr);
         halvings &= p == 0.25 || p == 0.125 || p == 0.0625;
     }
-    CHECK(halvings && fl_fjord_draw(&wh, 0.0625, &dr) == 0.0625);
+    CHECK(halvings && fl_fjord_draw(&wg, 0.0625, &dr) == 0.0625);
     fl_fjord.server_free(sj);
 
     /* LocalOnly by capacity (Pa3dFL's Table 1 baseline): each client trains its own width's
@@ -327,7 +342,7 @@ int main(void)
 
     /* FedRolex: the window of width 0.5 starts at channel round mod C of every hidden layer */
     snprintf(cfg.name, sizeof cfg.name, "fedrolex");
-    cfg.width = (fl_width_config){.p = 0.5, .step = 1.0 / 16, .eval = 1};
+    wconf(&cfg, "p: 0.5, step: 0.0625, eval: 1, kd: false");
     void *sr = fl_fedrolex.server_new(&env, &err);
     int wrong = 0, eval_wrong = 0, eval_moved = 0;
     nn_model at0, atr; /* the windows starting at channel 0 and at the round's */
@@ -363,7 +378,7 @@ int main(void)
               eval_wrong, eval_moved);
     nn_model_destroy(&at0), nn_model_destroy(&atr);
     fl_result rr;
-    cfg.width.p = 1; /* the full window: FedRolex is FedAvg */
+    wconf(&cfg, "p: 1, step: 0.0625, eval: 1, kd: false"); /* the full window: FedAvg */
     job(&fl_fedrolex, &env, sr, 0, &rr, &w);
     CHECK(fl_fedrolex.server_absorb(sr, 0, rr.up.data, rr.up.size, 1, 1, &err) == SIM_OK);
     fl_result_destroy(&rr);
@@ -371,6 +386,7 @@ int main(void)
 
     nn_model_destroy(&g0), nn_model_destroy(&g1), nn_model_destroy(&lm);
     fl_worker_destroy(&w);
+    fl_config_destroy(&cfg), fl_config_destroy(&wgc);
     test_scaler_key();
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train), nn_dataset_destroy(&test);

@@ -150,7 +150,7 @@ static void test_bad(void)
              "bad.yaml:6:62: persistent_momentum: ditto restarts its momentum every job"},
             {"name: fedavg, local_steps: 2, batch_size: 16",
              "name: pfedgate, local_steps: 2, batch_size: 1",
-             "bad.yaml:6:57: batch_size: pfedgate's gate has batch norm"},
+             "bad.yaml:6:57: batch_size: pfedgate's model has batch norm"},
             {"name: fedavg", "name: apfl, apfl: {alpha: 1.5}",
              "bad.yaml:6:39: alpha: 1.5 is out of range [0, 1]"},
             {"name: fedavg", "name: apfl, apfl: {adapt: maybe}",

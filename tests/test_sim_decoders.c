@@ -19,6 +19,7 @@
 #include "sim/frame.h"
 #include "sim/rng.h"
 #include "sim/scenario.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -301,8 +302,8 @@ static void test_algos(void)
             /* an upload that is a bomb is refused by every algorithm that takes uploads (those
              * without a global model send nothing) */
             int rc = a->server_absorb(server, 1, b[k], bn[k], 1, 1, &err);
-            CHECK_MSG(rc == SIM_EFORMAT || !a->has_global, "%s: a bombed upload is refused (%d)",
-                      a->name, rc);
+            CHECK_MSG(rc == SIM_EFORMAT || !(a->flags & FL_HAS_GLOBAL),
+                      "%s: a bombed upload is refused (%d)", a->name, rc);
             /* evaluation on a bombed private state falls back or fails, without allocating */
             a->eval_params(server, 1, b[k], bn[k], &m);
             if (a->eval_client) {

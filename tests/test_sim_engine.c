@@ -6,6 +6,7 @@
 #include "nn/train.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
+#include "tests/algos.h"
 #include "tests/check.h"
 
 #include <math.h>

@@ -1,0 +1,181 @@
+/* algos/config.c -- reading the `algorithm:` map: the keys every algorithm shares, then the chosen
+ * algorithm's section (and any other present) through its key table, then the checks its flags
+ * ask for. Nothing here knows an algorithm by name: the registry (fl_algos, fl_sections) says
+ * which exist, and each algorithm's file what its settings are. */
+#include "algos/algo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const WEIGHTINGS[] = {"samples", "uniform", NULL};
+
+#define K(field) .offset = offsetof(fl_config, field)
+/* The shared keys after the name, in reading order */
+static const sim_key COMMON[] = {
+        {"local_epochs", SIM_KEY_INT, K(local_epochs), .dflt = "1", .lo = 0, .hi = 100000,
+         .doc = "passes over the client's samples per job (when local_steps is 0)"},
+        {"local_steps", SIM_KEY_INT, K(local_steps), .dflt = "0", .lo = 0, .hi = 100000000,
+         .doc = "SGD steps per job instead of epochs (0: use local_epochs)"},
+        {"batch_size", SIM_KEY_INT, K(batch_size), .dflt = "32", .lo = 1, .hi = 65536,
+         .doc = "minibatch size"},
+        {"lr", SIM_KEY_DOUBLE, K(lr), .dflt = "0.05", .lo = 0, .hi = 1e3,
+         .doc = "client learning rate"},
+        {"momentum", SIM_KEY_DOUBLE, K(momentum), .dflt = "0", .lo = 0, .hi = 1,
+         .doc = "SGD momentum (restarted every job unless persistent_momentum)"},
+        {"weight_decay", SIM_KEY_DOUBLE, K(weight_decay), .dflt = "0", .lo = 0, .hi = 1,
+         .doc = "L2 weight decay"},
+        {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "0", .lo = 0, .hi = 1e9,
+         .doc = "gradient-norm clip (0: none)"},
+        {"persistent_momentum", SIM_KEY_BOOL, K(persistent_momentum), .dflt = "false",
+         .doc = "the client keeps its momentum from job to job (algorithms that keep it only)"},
+        {"lr_decay", SIM_KEY_DOUBLE, K(lr_decay), .dflt = "1", .lo = 0, .hi = 10,
+         .doc = "client lr multiplied by this every round"},
+        {"mu", SIM_KEY_DOUBLE, K(mu), .dflt = "0.01", .lo = 0, .hi = 1e3,
+         .doc = "FedProx's proximal weight"},
+        {"server_lr", SIM_KEY_DOUBLE, K(server_lr), .dflt = "1", .lo = 0, .hi = 1e3,
+         .doc = "server step on the weighted mean update (1: plain averaging)"},
+        {"weighting", SIM_KEY_CHOICE, K(uniform), .dflt = "samples", .words = WEIGHTINGS,
+         .doc = "updates weighted by the client's samples or uniformly"},
+        {0},
+};
+static const sim_key NAME = {"name",           SIM_KEY_STRING,
+                             K(name),          .size = sizeof(((fl_config *)0)->name),
+                             .dflt = "fedavg", .doc = "the algorithm (fedsim help lists them)"};
+#undef K
+
+int fl_keys_print(FILE *f, const char *filter, int markdown)
+{
+    sim_key both[SIM_ARRAY_LEN(COMMON) + 1] = {NAME};
+    memcpy(both + 1, COMMON, sizeof COMMON);
+    int n = sim_keys_print(f, "algorithm", both, filter, markdown);
+    for (int i = 0; fl_sections[i]; i++) {
+        char pre[64];
+        snprintf(pre, sizeof pre, "algorithm.%s", fl_sections[i]->name);
+        n += sim_keys_print(f, pre, fl_sections[i]->keys, filter, markdown);
+    }
+    return n;
+}
+
+/* names of the algorithms whose flags hold all of mask, joined by ", " */
+static void names_with(unsigned mask, char *list, size_t n)
+{
+    list[0] = 0;
+    for (int i = 0; fl_algos[i]; i++)
+        if ((fl_algos[i]->flags & mask) == mask)
+            snprintf(list + strlen(list), n - strlen(list), "%s%s", list[0] ? ", " : "",
+                     fl_algos[i]->name);
+}
+
+static int check_flags(const fl_config *c, const fl_algo *a, const sim_yaml *map, sim_err *err)
+{
+    if (c->local_epochs == 0 && c->local_steps == 0)
+        return sim_yaml_fail(map, err, "algorithm: local_epochs and local_steps are both 0");
+    if (c->persistent_momentum && !(a->flags & FL_KEEPS_MOMENTUM)) {
+        char list[256];
+        names_with(FL_KEEPS_MOMENTUM, list, sizeof list);
+        return sim_yaml_fail(sim_yaml_get(map, "persistent_momentum"), err,
+                             "persistent_momentum: %s restarts its momentum every job (kept by "
+                             "%s; an algorithm's own momentum setting is in its section)",
+                             c->name, list);
+    }
+    if (c->persistent_momentum && c->momentum <= 0)
+        return sim_yaml_fail(sim_yaml_get(map, "persistent_momentum"), err,
+                             "persistent_momentum: true needs momentum > 0");
+    if ((a->flags & FL_PLAIN_SGD) && (c->momentum > 0 || c->weight_decay > 0)) {
+        const char *key = c->momentum > 0 ? "momentum" : "weight_decay";
+        return sim_yaml_fail(sim_yaml_get(map, key), err,
+                             "%s: %s's clients take plain SGD steps (momentum and weight_decay "
+                             "must be 0)",
+                             key, c->name);
+    }
+    if ((a->flags & FL_NEEDS_BATCH2) && c->batch_size < 2)
+        return sim_yaml_fail(sim_yaml_get(map, "batch_size"), err,
+                             "batch_size: %s's model has batch norm, which needs batches of two "
+                             "samples or more (it skips 1-sample batches: with batch_size 1 "
+                             "nothing would train)",
+                             c->name);
+    return SIM_OK;
+}
+
+int fl_config_read(fl_config *c, sim_yaml *doc, const char *path, const sim_key_ctx *ctx,
+                   sim_err *err)
+{
+    memset(c, 0, sizeof *c);
+    sim_keys_map s = {doc, doc, path};
+    if (path[0]) { /* walk to the map, marking the way used */
+        char buf[128], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", path);
+        const sim_yaml *m = doc;
+        for (char *k = strtok_r(buf, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
+            m = sim_yaml_get(m, k);
+        s.map = m;
+    }
+    const char *last = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
+    int rc = sim_keys_need_map(&s, path[0] ? last : "algorithm", err);
+    if (rc || (rc = sim_keys_read(&NAME, c, &s, NULL, err))) return rc;
+    const fl_algo *a = fl_algo_find(c->name);
+    if (!a) {
+        char list[256] = "";
+        for (int i = 0; fl_algos[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     fl_algos[i]->name);
+        return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
+                             "algorithm: unknown name '%s' (known: %s)", c->name, list);
+    }
+    if ((rc = sim_keys_load(COMMON, c, &s, NULL, err)) || (rc = check_flags(c, a, s.map, err)))
+        return rc;
+    sim_key_ctx kc = ctx ? *ctx : (sim_key_ctx){0};
+    kc.algorithm = c->name;
+    for (int i = 0; fl_sections[i] && !rc; i++) {
+        const fl_section *sec = fl_sections[i];
+        if (sec != a->section && !sim_yaml_get(s.map, sec->name)) continue;
+        char pre[128];
+        sim_keys_map m = sim_keys_sub(&s, sec->name, pre, sizeof pre);
+        void *block = c->blocks[i] = sim_xcalloc(1, sec->size);
+        if ((rc = sim_keys_need_map(&m, sec->name, err)) ||
+            (rc = sim_keys_load(sec->keys, block, &m, &kc, err)))
+            break;
+        kc.config = block;
+        if (sec->check) rc = sec->check(block, m.map, &kc, err);
+        if (sec == a->section) c->own = block;
+    }
+    return rc;
+}
+
+int fl_config_load(fl_config *c, const char *text, const sim_key_ctx *ctx, sim_err *err)
+{
+    sim_yaml *doc = NULL;
+    sim_key_ctx dflt = {.rounds = 100, .clients = 10};
+    memset(c, 0, sizeof *c);
+    int rc = sim_yaml_load_string(&doc, text, "config", err);
+    if (!rc) rc = fl_config_read(c, doc, "", ctx ? ctx : &dflt, err);
+    if (!rc) rc = sim_yaml_check_used(doc, err);
+    sim_yaml_free(doc);
+    return rc;
+}
+
+void fl_config_destroy(fl_config *c)
+{
+    if (!c) return;
+    for (int i = 0; i < FL_MAX_SECTIONS; i++)
+        free(c->blocks[i]);
+    memset(c->blocks, 0, sizeof c->blocks);
+    c->own = NULL;
+}
+
+const void *fl_config_block(const fl_config *c, const fl_section *s)
+{
+    for (int i = 0; fl_sections[i]; i++)
+        if (fl_sections[i] == s) return c->blocks[i];
+    return NULL;
+}
+
+uint64_t fl_stream_id(const fl_stream *s)
+{
+    if (s->id) return s->id;
+    /* FNV-1a of the tag, moved above 2^32: the core purposes (sim/rng.h) are small numbers */
+    uint64_t h = 14695981039346656037ull;
+    for (const char *p = s->tag; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h | (uint64_t)1 << 32;
+}

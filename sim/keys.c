@@ -1,0 +1,191 @@
+/* sim/keys.c -- the key-table loader and its printer (see keys.h).
+ *
+ * A default goes through the same parser as a value from the file: it is written into the tree
+ * as text, then that text is read, so the resolved scenario and the run can never disagree. A
+ * double default is written with 17 significant digits (it reads back bit for bit).
+ */
+#include "sim/keys.h"
+
+#include <float.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+sim_keys_map sim_keys_sub(sim_keys_map *parent, const char *key, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s", parent->prefix, parent->prefix[0] ? "." : "", key);
+    sim_keys_map s = {parent->doc, sim_yaml_get(parent->map, key), buf};
+    return s;
+}
+
+int sim_keys_need_map(const sim_keys_map *s, const char *key, sim_err *err)
+{
+    if (s->map && s->map->kind != SIM_YAML_MAP)
+        return sim_yaml_fail(s->map, err, "%s: expected a map of settings", key);
+    return SIM_OK;
+}
+
+void sim_keys_put(sim_keys_map *s, const char *key, const char *text)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
+    sim_err ignore;
+    if (sim_yaml_set(s->doc, buf, &ignore) != SIM_OK) return;
+    const sim_yaml *m = s->map;
+    if (!m) { /* the map was just created: walk its dotted path, marking it used */
+        char path[256], *save = NULL;
+        snprintf(path, sizeof path, "%s", s->prefix);
+        m = s->doc;
+        for (char *k = strtok_r(path, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
+            m = sim_yaml_get(m, k);
+        s->map = m;
+    }
+    sim_yaml_get(m, key);
+}
+
+/* The text of k's default in ctx (NULL: none), normalized as it is written: a double with 17
+ * significant digits. */
+static const char *default_text(const sim_key *k, const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    const char *t = k->dflt;
+    if (k->dflt_fn) {
+        k->dflt_fn(ctx, buf, n);
+        t = buf;
+    }
+    if (t && k->type == SIM_KEY_DOUBLE) {
+        double v = strtod(t, NULL);
+        snprintf(buf, n, "%.17g", v);
+        t = buf;
+    }
+    return t;
+}
+
+/* Parse node (the value of k) into its place in block; lo..hi bound numbers when range is set. */
+static int parse(const sim_key *k, const sim_yaml *node, void *block, int range, sim_err *err)
+{
+    char *at = (char *)block + k->offset;
+    double lo = range ? k->lo : -DBL_MAX, hi = range ? k->hi : DBL_MAX;
+    long v;
+    int rc;
+    const char *str;
+    switch (k->type) {
+    case SIM_KEY_INT:
+    case SIM_KEY_LONG:
+        /* a double holds no LONG_MAX: a bound beyond long's range is long's own */
+        rc = sim_yaml_int(node, k->name, lo <= (double)LONG_MIN ? LONG_MIN : (long)lo,
+                          hi >= (double)LONG_MAX ? LONG_MAX : (long)hi, &v, err);
+        if (rc) return rc;
+        if (k->type == SIM_KEY_INT)
+            *(int *)at = (int)v;
+        else
+            *(long *)at = v;
+        return SIM_OK;
+    case SIM_KEY_DOUBLE:
+        return sim_yaml_double(node, k->name, lo, hi, (double *)at, err);
+    case SIM_KEY_BOOL:
+        return sim_yaml_bool(node, k->name, (int *)at, err);
+    case SIM_KEY_SIZE:
+        return sim_yaml_bytes(node, k->name, (double *)at, err);
+    case SIM_KEY_RATE:
+        return sim_yaml_rate(node, k->name, (double *)at, err);
+    case SIM_KEY_FLOPS:
+        return sim_yaml_flops(node, k->name, (double *)at, err);
+    case SIM_KEY_TIME:
+        if (node->kind == SIM_YAML_SCALAR && !strcmp(node->value, "none")) {
+            *(sim_time *)at = 0;
+            return SIM_OK;
+        }
+        return sim_yaml_time(node, k->name, (sim_time *)at, err);
+    case SIM_KEY_STRING:
+        if ((rc = sim_yaml_str(node, k->name, &str, err))) return rc;
+        if (strlen(str) >= k->size) return sim_yaml_fail(node, err, "%s: value too long", k->name);
+        memcpy(at, str, strlen(str) + 1);
+        return SIM_OK;
+    case SIM_KEY_CHOICE:
+        if ((rc = sim_yaml_str(node, k->name, &str, err))) return rc;
+        if (strlen(str) >= 64) return sim_yaml_fail(node, err, "%s: value too long", k->name);
+        for (int i = 0; k->words[i]; i++)
+            if (!strcmp(str, k->words[i])) {
+                *(int *)at = i;
+                return SIM_OK;
+            }
+        char list[256] = "";
+        for (int i = 0; k->words[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     k->words[i]);
+        return sim_yaml_fail(node, err, "%s: '%s' is not one of %s", k->name, str, list);
+    }
+    return SIM_OK;
+}
+
+int sim_keys_read(const sim_key *k, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
+                  sim_err *err)
+{
+    const sim_yaml *n = sim_yaml_get(s->map, k->name);
+    if (n) return parse(k, n, block, 1, err);
+    char buf[512];
+    const char *t = default_text(k, ctx, buf, sizeof buf);
+    if (!t) {
+        if (k->type == SIM_KEY_STRING) ((char *)block + k->offset)[0] = 0;
+        return SIM_OK;
+    }
+    sim_keys_put(s, k->name, t);
+    /* the text as written, read as a value of the file would be */
+    sim_yaml node = {.kind = SIM_YAML_SCALAR, .value = (char *)(uintptr_t)t};
+    return parse(k, &node, block, 0, err);
+}
+
+int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
+                  sim_err *err)
+{
+    sim_key_ctx c = ctx ? *ctx : (sim_key_ctx){0};
+    c.config = block;
+    int rc = SIM_OK;
+    for (const sim_key *k = keys; k->name && !rc; k++)
+        rc = sim_keys_read(k, block, s, &c, err);
+    return rc;
+}
+
+static const char *const TYPES[] = {"int",  "int",  "number", "bool",  "choice",
+                                    "size", "rate", "time",   "FLOPS", "string"};
+
+/* k's range or words, as text */
+static void range_text(const sim_key *k, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (k->type == SIM_KEY_CHOICE) {
+        for (int i = 0; k->words[i]; i++)
+            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", k->words[i]);
+    } else if ((k->type == SIM_KEY_INT || k->type == SIM_KEY_LONG || k->type == SIM_KEY_DOUBLE) &&
+               k->lo < k->hi) {
+        snprintf(buf, n, "[%.10g, %.10g]", k->lo, k->hi);
+    }
+    if (k->unit) snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? " " : "", k->unit);
+}
+
+int sim_keys_print(FILE *f, const char *prefix, const sim_key *keys, const char *filter,
+                   int markdown)
+{
+    int count = 0;
+    for (const sim_key *k = keys; k->name; k++) {
+        char full[256], range[256];
+        snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
+        if (filter && strncmp(full, filter, strlen(filter))) continue;
+        range_text(k, range, sizeof range);
+        const char *d = k->dflt ? k->dflt : "-";
+        if (!markdown) {
+            fprintf(f, "%-36s %-7s %-18s %-26s %s\n", full, TYPES[k->type], d, range,
+                    k->doc ? k->doc : "");
+        } else {
+            if (!count)
+                fprintf(f,
+                        "\n### `%s`\n\n| key | type | default | range | what |\n"
+                        "|---|---|---|---|---|\n",
+                        prefix[0] ? prefix : "(top level)");
+            fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->name, TYPES[k->type], d, range,
+                    k->doc ? k->doc : "");
+        }
+        count++;
+    }
+    return count;
+}

@@ -1,0 +1,90 @@
+/* sim/keys.h -- typed key tables, and the one loader that reads a YAML map through them.
+ *
+ * A section of a scenario (the top level, `federation:`, an algorithm's `algorithm.spafl:`) is
+ * described by a table of keys: name, type, where the value goes in a config struct (offsetof),
+ * default, range, choice words, unit and a one-line doc. sim_keys_load walks a table over a map:
+ * a present key is parsed (errors at its file:line:col, naming the key), an absent one gets its
+ * default written into the tree, in table order, so the resolved scenario lists every setting that
+ * ran. Unknown keys are left to sim_yaml_check_used / sim_yaml_check_keys, which see every key
+ * the loader asked for. The same tables print `fedsim keys` (sim_keys_print).
+ * A leaf header: any layer may include it.
+ */
+#ifndef SIM_KEYS_H
+#define SIM_KEYS_H
+
+#include "sim/base.h"
+#include "sim/yaml.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum sim_key_type {
+    SIM_KEY_INT,    /* int; lo..hi */
+    SIM_KEY_LONG,   /* long; lo..hi */
+    SIM_KEY_DOUBLE, /* double; lo..hi */
+    SIM_KEY_BOOL,   /* int 0/1: true/false, yes/no, on/off */
+    SIM_KEY_CHOICE, /* int: the index of the value in words */
+    SIM_KEY_SIZE,   /* double bytes: "2 GiB" */
+    SIM_KEY_RATE,   /* double bit/s: "20 Mbps" */
+    SIM_KEY_TIME,   /* sim_time ns: "40 ms"; "none" is 0 */
+    SIM_KEY_FLOPS,  /* double FLOP/s: "8 GFLOPS" */
+    SIM_KEY_STRING, /* char[size] */
+} sim_key_type;
+
+/* What a default may depend on besides the keys read before it. */
+typedef struct sim_key_ctx {
+    const char *algorithm; /* algorithm.name */
+    int rounds;            /* the scenario's rounds */
+    int clients;           /* the partition's clients */
+    int async;             /* federation.mode is async */
+    const void *config;    /* the block being filled: the keys before this one are in it */
+} sim_key_ctx;
+
+typedef struct sim_key {
+    const char *name;
+    sim_key_type type;
+    size_t offset; /* of the value in the config block */
+    size_t size;   /* SIM_KEY_STRING: the buffer's size */
+    /* The default as YAML text, written into the tree when the key is absent; NULL: none (the
+     * key stays absent and the value untouched). With dflt_fn, the doc of the default. */
+    const char *dflt;
+    /* Optional: the default in context (ctx never NULL), into buf, overriding dflt. */
+    void (*dflt_fn)(const sim_key_ctx *ctx, char *buf, size_t n);
+    double lo, hi;            /* SIM_KEY_INT, LONG, DOUBLE: the range a given value must be in */
+    const char *const *words; /* SIM_KEY_CHOICE: NULL-terminated */
+    const char *unit;         /* for the docs: what the number counts ("rounds", "share") */
+    const char *doc;          /* one line */
+} sim_key;
+
+/* A map being read: the document (defaults are written into it), the map (NULL until a default
+ * creates it) and its dotted path from the document's root ("" for the root itself). */
+typedef struct sim_keys_map {
+    sim_yaml *doc;
+    const sim_yaml *map;
+    const char *prefix;
+} sim_keys_map;
+
+/* The sub-map key of parent (s.map NULL when absent); its prefix is written into buf. */
+sim_keys_map sim_keys_sub(sim_keys_map *parent, const char *key, char *buf, size_t n);
+/* SIM_EINVAL "KEY: expected a map of settings" when s's map is there and not a map. */
+int sim_keys_need_map(const sim_keys_map *s, const char *key, sim_err *err);
+/* Write text as key's value into the tree (creating s's map when absent) and mark it used. */
+void sim_keys_put(sim_keys_map *s, const char *key, const char *text);
+
+/* Read one key into block (at k->offset): parsed when present, else its default written back and
+ * parsed (a default is not range-checked: it may follow the context). ctx may be NULL for keys
+ * without dflt_fn. */
+int sim_keys_read(const sim_key *k, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
+                  sim_err *err);
+/* Every key of a table ending with a key whose name is NULL, in order, into block; ctx->config is
+ * set to block. */
+int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
+                  sim_err *err);
+
+/* The keys of one table under a dotted prefix ("algorithm.spafl"), those whose full name starts
+ * with filter (NULL: all): a line each with type, default, range or words, unit and doc, or a
+ * Markdown table (a heading line "### prefix" first). Returns how many keys were printed. */
+int sim_keys_print(FILE *f, const char *prefix, const sim_key *keys, const char *filter,
+                   int markdown);
+
+#endif /* SIM_KEYS_H */

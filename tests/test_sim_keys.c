@@ -1,0 +1,203 @@
+/* tests/test_sim_keys.c -- the key-table loader (sim/keys.h): every type parses into its field,
+ * a given value out of range or of the wrong kind is an error at its file:line:col naming the
+ * key, absent keys get their defaults written into the tree in table order (and read back bit
+ * for bit), a default may follow the context and the keys read before it, and an unknown key is
+ * left for sim_yaml_check_used to report at its position. */
+#include "sim/keys.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    int n, flag, pick;
+    long big;
+    double x, bytes, bps, flops;
+    sim_time t, none;
+    char word[8];
+    int derived;
+} block;
+
+static const char *const PICKS[] = {"low", "mid", "high", NULL};
+
+/* n's default in context: the clients, plus 1 when x (read before it) is above 1 */
+static void n_default(const sim_key_ctx *ctx, char *buf, size_t len)
+{
+    const block *b = ctx->config;
+    snprintf(buf, len, "%d", ctx->clients + (b->x > 1));
+}
+
+static const sim_key KEYS[] = {
+        {.name = "x",
+         .type = SIM_KEY_DOUBLE,
+         .offset = offsetof(block, x),
+         .dflt = "0.1",
+         .lo = 0,
+         .hi = 10,
+         .doc = "a number"},
+        {.name = "n",
+         .type = SIM_KEY_INT,
+         .offset = offsetof(block, n),
+         .dflt = "clients",
+         .dflt_fn = n_default,
+         .lo = 1,
+         .hi = 100},
+        {.name = "flag", .type = SIM_KEY_BOOL, .offset = offsetof(block, flag), .dflt = "true"},
+        {.name = "pick",
+         .type = SIM_KEY_CHOICE,
+         .offset = offsetof(block, pick),
+         .dflt = "mid",
+         .words = PICKS},
+        {.name = "big",
+         .type = SIM_KEY_LONG,
+         .offset = offsetof(block, big),
+         .dflt = "5",
+         .lo = 0,
+         .hi = 9.3e18},
+        {.name = "bytes", .type = SIM_KEY_SIZE, .offset = offsetof(block, bytes), .dflt = "2 KiB"},
+        {.name = "bps", .type = SIM_KEY_RATE, .offset = offsetof(block, bps), .dflt = "1 Mbps"},
+        {.name = "flops",
+         .type = SIM_KEY_FLOPS,
+         .offset = offsetof(block, flops),
+         .dflt = "3 GFLOPS"},
+        {.name = "t", .type = SIM_KEY_TIME, .offset = offsetof(block, t), .dflt = "40 ms"},
+        {.name = "none", .type = SIM_KEY_TIME, .offset = offsetof(block, none), .dflt = "none"},
+        {.name = "word",
+         .type = SIM_KEY_STRING,
+         .offset = offsetof(block, word),
+         .size = sizeof(((block *)0)->word),
+         .dflt = "abc"},
+        {.name = "derived",
+         .type = SIM_KEY_INT,
+         .offset = offsetof(block, derived),
+         .lo = 0,
+         .hi = 1}, /* no default: stays absent */
+        {0},
+};
+
+static const char *fmt_err(const sim_err *e)
+{
+    static char buf[1024];
+    sim_err_format(e, buf, sizeof buf);
+    return buf;
+}
+
+/* Load text's `sec:` map through KEYS; the document is returned in *doc (the caller frees it). */
+static int load(const char *text, block *b, sim_yaml **doc, sim_err *err)
+{
+    int rc = sim_yaml_load_string(doc, text, "k.yaml", err);
+    CHECK_MSG(rc == SIM_OK, "parse: %s", err->msg);
+    if (rc) return rc;
+    sim_yaml_get(*doc, "top"); /* a key of the document's own, read elsewhere */
+    sim_keys_map root = {*doc, *doc, ""};
+    char pre[32];
+    sim_keys_map s = sim_keys_sub(&root, "sec", pre, sizeof pre);
+    sim_key_ctx ctx = {.clients = 7};
+    memset(b, 0, sizeof *b);
+    b->derived = -1;
+    rc = sim_keys_need_map(&s, "sec", err);
+    if (!rc) rc = sim_keys_load(KEYS, b, &s, &ctx, err);
+    if (!rc) rc = sim_yaml_check_used(*doc, err);
+    return rc;
+}
+
+static char *written(const sim_yaml *doc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sim_err err;
+    CHECK(sim_yaml_write(doc, f, &err) == SIM_OK);
+    fclose(f);
+    return buf;
+}
+
+static void test_defaults(void)
+{
+    block b;
+    sim_yaml *doc = NULL;
+    sim_err err = {0};
+    /* the section absent: created, every default written in table order */
+    CHECK_MSG(load("top: 1\n", &b, &doc, &err) == SIM_OK, "%s", fmt_err(&err));
+    CHECK(b.x == 0.1 && b.n == 7 && b.flag == 1 && b.pick == 1 && b.big == 5);
+    CHECK(b.bytes == 2048 && b.bps == 1e6 && b.flops == 3e9);
+    CHECK(b.t == 40 * SIM_MS && b.none == 0 && !strcmp(b.word, "abc") && b.derived == -1);
+    char *out = written(doc);
+    const char *want = "top: 1\nsec:\n  x: 0.10000000000000001\n  n: 7\n  flag: true\n"
+                       "  pick: mid\n  big: 5\n  bytes: 2 KiB\n  bps: 1 Mbps\n  flops: 3 GFLOPS\n"
+                       "  t: 40 ms\n  none: none\n  word: abc\n";
+    CHECK_MSG(!strcmp(out, want), "written:\n%s", out);
+    free(out);
+    sim_yaml_free(doc);
+    /* given keys stay where they are, the defaults of the others follow in table order; n's
+     * default follows x as given */
+    CHECK_MSG(load("sec:\n  word: hi\n  x: 2.5\n  derived: 1\n", &b, &doc, &err) == SIM_OK, "%s",
+              fmt_err(&err));
+    CHECK(b.x == 2.5 && b.n == 8 && !strcmp(b.word, "hi") && b.derived == 1);
+    out = written(doc);
+    want = "sec:\n  word: hi\n  x: 2.5\n  derived: 1\n  n: 8\n  flag: true\n  pick: mid\n"
+           "  big: 5\n  bytes: 2 KiB\n  bps: 1 Mbps\n  flops: 3 GFLOPS\n  t: 40 ms\n  none: none\n";
+    CHECK_MSG(!strcmp(out, want), "written:\n%s", out);
+    free(out);
+    sim_yaml_free(doc);
+    /* every type from the file */
+    CHECK_MSG(load("sec: {x: 0, n: 100, flag: off, pick: high, big: 9000000000000000000, bytes: "
+                   "1 MB, bps: 2 Gbps, flops: 1 TFLOPS, t: 2 min, none: 1 s, word: 1234567}\n",
+                   &b, &doc, &err) == SIM_OK,
+              "%s", fmt_err(&err));
+    CHECK(b.x == 0 && b.n == 100 && b.flag == 0 && b.pick == 2 && b.big == 9000000000000000000L);
+    CHECK(b.bytes == 1e6 && b.bps == 2e9 && b.flops == 1e12 && b.t == 120 * SIM_SEC &&
+          b.none == SIM_SEC && !strcmp(b.word, "1234567"));
+    sim_yaml_free(doc);
+}
+
+static void test_errors(void)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+            {"sec:\n  x: 11\n", "k.yaml:2:6: x: 11 is out of range [0, 10]"},
+            {"sec:\n  n: 0\n", "k.yaml:2:6: n: 0 is out of range [1, 100]"},
+            {"sec:\n  n: 1.5\n", "k.yaml:2:6: n: '1.5' is not an integer"},
+            {"sec: {flag: maybe}\n",
+             "k.yaml:1:13: flag: 'maybe' is not a boolean (use true/false, yes/no, on/off)"},
+            {"sec: {pick: top}\n", "k.yaml:1:13: pick: 'top' is not one of low, mid, high"},
+            {"sec: {big: -1}\n", "k.yaml:1:12: big: -1 is out of range [0, 9223372036854775807]"},
+            {"sec: {t: 3}\n", "k.yaml:1:10: t: '3' has no unit"},
+            {"sec: {word: abcdefgh}\n", "k.yaml:1:13: word: value too long"},
+            {"sec: [1]\n", "k.yaml:1:6: sec: expected a map of settings"},
+            {"sec:\n  x: 1\n  bogus: 2\n", "k.yaml:3:3: unknown key 'bogus'"},
+    };
+    for (size_t i = 0; i < SIM_ARRAY_LEN(cases); i++) {
+        block b;
+        sim_yaml *doc = NULL;
+        sim_err err = {0};
+        CHECK_MSG(load(cases[i].text, &b, &doc, &err) == SIM_EINVAL, "case %zu loads", i);
+        CHECK_MSG(!strncmp(fmt_err(&err), cases[i].want, strlen(cases[i].want)),
+                  "case %zu: \"%s\", want \"%s\"", i, fmt_err(&err), cases[i].want);
+        sim_yaml_free(doc);
+    }
+}
+
+static void test_print(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(sim_keys_print(f, "sec", KEYS, "sec.p", 0) == 1);
+    CHECK(sim_keys_print(f, "sec", KEYS, NULL, 1) == 12);
+    fclose(f);
+    CHECK_MSG(!strncmp(buf, "sec.pick", 8) && strstr(buf, "low, mid, high"), "%s", buf);
+    CHECK_MSG(strstr(buf, "\n### `sec`\n") && strstr(buf, "| `x` | number | 0.1 | [0, 10] | a "
+                                                          "number |\n"),
+              "%s", buf);
+    free(buf);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_errors();
+    test_print();
+    return CHECK_DONE();
+}
