@@ -333,7 +333,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
     e->wall_start = e->wall_last = e->ckpt_wall = sim_eng_wall_s();
     e->rounds_at_start = e->round;
     /* a resumed run goes on from its events, or starts the round its checkpoint was written
-     * before (start_round then writes none: that one is this round's) */
+     * before (sim_sync_start_round then writes none: that one is this round's) */
     int pending = e->start_pending;
     e->start_pending = 0;
     int rc = e->resumed                     ? (pending ? sim_sync_start_round(e, err) : SIM_OK)

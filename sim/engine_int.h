@@ -1,12 +1,13 @@
 /* sim/engine_int.h -- the engine's private header: its state and the functions its files share.
  *
- * The engine (sim/engine.h) is split by concern, each file using this header only:
+ * The engine (sim/engine.h) is split by concern, into files that share this header:
  *   engine.c      the loop: construction, the event handler, dispatching and aggregating jobs;
  *   sync.c        synchronous rounds (start, arrivals, deadline, over-commit);
  *   async.c       FedBuff-style async (refill, buffered arrivals, staleness);
  *   eval.c        evaluation of the global and personalized models (an observer: no sim time);
  *   outputs.c     the run folder's files, the trace and the progress line;
- *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it).
+ *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it,
+ *                 sim/record.h writes and reads its records).
  * Callers outside sim/engine*.c, sync.c, async.c, eval.c and outputs.c see only sim/engine.h.
  */
 #ifndef SIM_ENGINE_INT_H

@@ -96,10 +96,10 @@ static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, con
 
 /* Evaluation as independent tasks (sim/fanout.h): first the global model's test set in chunks
  * of the evaluation batch, then every client's personalized accuracy on its own split, then on
- * its split under each nonzero eval.shift, then on its validation split (has_val). Each writes
- * three numbers: a chunk its correct count and loss·B (summed afterwards in chunk order, exactly
- * as nn_evaluate sums), a client its accuracy (NaN on an empty validation split), its model's
- * density and its accuracy by the base evaluation (NaN without one, and on validation). */
+ * its split under each nonzero eval.shift, then on its validation split (sim_eng_has_val). Each
+ * writes three numbers: a chunk its correct count and loss·B (summed afterwards in chunk order,
+ * exactly as nn_evaluate sums), a client its accuracy (NaN on an empty validation split), its
+ * model's density and its accuracy by the base evaluation (NaN without one, and on validation). */
 enum { VAL_TASK = -2 }; /* eval_tasks.shift of a client's validation task */
 
 typedef struct eval_tasks {

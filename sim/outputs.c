@@ -8,6 +8,8 @@
  */
 #include "sim/engine_int.h"
 
+#include "nn/pack.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -33,7 +35,9 @@ enum { COL_INT, COL_TIME, COL_G6, COL_F6 };
 /* A column (or a family of them): its header name, its format, where its value is in
  * sim_metrics. shifts: one column per eval.shift, named name + the shift (%g), the i-th's value
  * i doubles after off. has: the column is there only when it returns nonzero (NULL: always).
- * A run's columns are this table resolved once (resolve_columns); header and rows walk that. */
+ * A run's columns are this table resolved once (resolve_columns); header and rows walk that, so
+ * more columns (an algorithm's own) are more entries appended there, their values in sim_metrics.
+ */
 typedef struct metrics_col_spec {
     const char *name;
     int fmt; /* COL_* */
@@ -261,12 +265,6 @@ int sim_eng_outputs_reopen(sim_engine *e, const uint64_t out_len[OUT_COUNT], sim
     return SIM_OK;
 }
 
-static void pack_name(msgpack_packer *pk, const char *s)
-{
-    msgpack_pack_str(pk, strlen(s));
-    msgpack_pack_str_body(pk, s, strlen(s));
-}
-
 int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
 {
     resolve_columns(e);
@@ -289,16 +287,16 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
         /* header: the field names and the kind names, so the file describes itself */
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_map(pk, 2);
-        pack_name(pk, "fields");
+        nn_pack_str(pk, "fields");
         static const char *const fields[] = {"time_ns", "kind",  "client",
                                              "round",   "bytes", "flops"};
         msgpack_pack_array(pk, 6);
         for (int i = 0; i < 6; i++)
-            pack_name(pk, fields[i]);
-        pack_name(pk, "kinds");
+            nn_pack_str(pk, fields[i]);
+        nn_pack_str(pk, "kinds");
         msgpack_pack_array(pk, SIM_EV_COUNT);
         for (int i = 0; i < SIM_EV_COUNT; i++)
-            pack_name(pk, sim_event_names[i]);
+            nn_pack_str(pk, sim_event_names[i]);
     }
     return sim_eng_outputs_failed(e, err);
 }
