@@ -160,7 +160,7 @@ const char *sim_record_read(const msgpack_object *o, const sim_field *t, size_t 
             int bad = read_blob(v, &blob, &got);
             memcpy(p, &blob, sizeof blob);
             if (f->kind == SIM_F_MSG) {
-                uint64_t len;
+                uint64_t len = 0;
                 bad = bad || sim_record_read_u64(++v, &len) || (blob && got != len);
                 got = (size_t)len;
             }
