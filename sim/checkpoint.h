@@ -1,8 +1,8 @@
 /* sim/checkpoint.h -- checkpoint files: a payload written atomically behind a checksum trailer.
  *
- * The engine serializes its state as one msgpack payload (engine.c says what is in it); this file
- * only frames it, so that a truncated, corrupted or foreign file is detected before a single byte
- * of it is parsed. The file is the payload followed by a 24-byte trailer:
+ * The engine serializes its state as one msgpack payload (engine_ckpt.c says what is in it);
+ * this file only frames it, so that a truncated, corrupted or foreign file is detected before a
+ * byte of it is parsed. The file is the payload followed by a 24-byte trailer:
  *   u64 payload length, u64 FNV-1a 64 of the payload, the 8 bytes "FSCKPT01" (little-endian).
  * Writing goes to PATH.tmp in the same folder, is fsync'ed, then renamed over PATH (and the folder
  * fsync'ed), so PATH is always either the old checkpoint or the new one, never a mix.

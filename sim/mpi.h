@@ -20,7 +20,7 @@
  * extensions such as ULFM): the run ends with an error and the last checkpoint. Open MPI's mpirun
  * kills every rank when one dies: the coordinator gets SIGTERM and about a second before SIGKILL
  * (MPICH's hydra kills at once). That is why, under MPI, a checkpoint is written after every
- * round by default, before the round's jobs are dispatched (sim/engine.c): what survives is the
+ * round by default, before the round's jobs are dispatched (sim/sync.c): what survives is the
  * checkpoint taken just before the round the rank died in, which `fedsim resume` continues,
  * locally or under mpirun. With `mpirun --enable-recovery` (Open
  * MPI) the coordinator survives, and a rank that stops answering is found by --job-timeout.

@@ -8,6 +8,7 @@
 #include "sim/scenario.h"
 #include "tests/algos.h"
 #include "tests/check.h"
+#include "tests/files.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -693,6 +694,57 @@ static void test_validation_split(void)
     sim_scenario_destroy(&plain);
 }
 
+/* metrics.tsv's header and every row have the same columns, for every combination of the
+ * optional ones: eval.shift's (one per shift), the base evaluation's (an algorithm with a base,
+ * clients evaluated), acc_val_mean (validation splits, clients evaluated); 13 always. */
+static void test_metrics_columns(void)
+{
+    for (int k = 0; k < 16; k++) {
+        int base = k & 1, pers = k >> 1 & 1, shift = k >> 2 & 1, val = k >> 3 & 1;
+        if (shift && !pers) continue; /* a shift shifts clients' splits: refused without */
+        const char *sets[] = {"rounds=2",
+                              "cost_only=true",
+                              base ? "algorithm.name=fedavg-ft" : "algorithm.name=fedavg",
+                              pers ? "eval.personalized=true" : "eval.personalized=false",
+                              val ? "partition.local_val=0.2" : "partition.local_val=0",
+                              "eval.shift=[0, 0.5]"};
+        char out[128], p[160];
+        snprintf(out, sizeof out, "%s/cols-%d", dir, k);
+        CHECK(mkdir(out, 0755) == 0);
+        sim_scenario sc;
+        sim_err err = {0};
+        int rc = sim_scenario_load(&sc, "scenarios/tiny.yaml", sets, 5 + shift, &err);
+        CHECK_MSG(rc == SIM_OK, "combination %d loads: %s", k, err.msg);
+        if (rc) continue;
+        sc.spec.out_dir = out;
+        sc.spec.quiet = 1;
+        sim_engine *e;
+        CHECK(sim_engine_new(&e, &sc.spec, &err) == SIM_OK);
+        CHECK(sim_engine_run(e, &err) == SIM_OK);
+        sim_engine_free(e);
+        sim_scenario_destroy(&sc);
+        snprintf(p, sizeof p, "%s/metrics.tsv", out);
+        size_t len;
+        char *t = test_slurp(p, &len);
+        int want = 13 + 2 * shift + (base && pers) * (2 + 2 * shift) + (val && pers), lines = 0;
+        int header = -1, same = 1;
+        for (char *l = t ? strchr(t, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+            int cols = 1;
+            for (char *c = l + 1; *c && *c != '\n'; c++)
+                cols += *c == '\t';
+            if (header < 0) header = cols;
+            same &= cols == header;
+            lines++;
+        }
+        CHECK_MSG(header == want && same && lines == 3,
+                  "base %d pers %d shift %d val %d: %d columns (want %d), rows alike %d, %d lines",
+                  base, pers, shift, val, header, want, same, lines);
+        CHECK_MSG(t && !strstr(t, " base=fedavg\n") == !(base && pers),
+                  "base %d pers %d: the first line names the base when it has columns", base, pers);
+        free(t);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/fedsim-engine-XXXXXX");
@@ -716,6 +768,7 @@ int main(void)
     test_paths_resolved();
     test_pooled_accuracy();
     test_validation_split();
+    test_metrics_columns();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_checkpoint.c -- fuzzes checkpoints: the file's trailer and checksum
  * (sim_checkpoint_read in sim/checkpoint.c) and the engine's decoder of the payload behind it,
- * with each algorithm's server_load (sim_engine_new resuming, sim/engine.c).
+ * with each algorithm's server_load (sim_engine_new resuming, sim/engine_ckpt.c).
  *
  * The first byte s picks the algorithm, fl_algos[s % N], whose tiny.yaml run (fuzz_env.h) resumes,
  * and the form of the rest by (s / N) % 2: 0 the payload itself, given to the engine in memory;

@@ -1,0 +1,179 @@
+/* sim/engine_int.h -- the engine's private header: its state and the functions its files share.
+ *
+ * The engine (sim/engine.h) is split by concern, into files that share this header:
+ *   engine.c      the loop: construction, the event handler, dispatching and aggregating jobs;
+ *   sync.c        synchronous rounds (start, arrivals, deadline, over-commit);
+ *   async.c       FedBuff-style async (refill, buffered arrivals, staleness);
+ *   eval.c        evaluation of the global and personalized models (an observer: no sim time);
+ *   outputs.c     the run folder's files, the trace and the progress line;
+ *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it,
+ *                 sim/record.h writes and reads its records).
+ * Callers outside sim/engine*.c, sync.c, async.c, eval.c and outputs.c see only sim/engine.h.
+ */
+#ifndef SIM_ENGINE_INT_H
+#define SIM_ENGINE_INT_H
+
+#include "sim/engine.h"
+#include "sim/queue.h"
+
+#include <msgpack.h>
+
+typedef struct sim_client {
+    dev_avail_proc avail;
+    int busy;            /* a job is in flight (its device is working) */
+    int excluded;        /* its device cannot hold the model: never selected */
+    int32_t job_round;   /* round (sync) or model version (async) the job started from */
+    uint64_t job_id;     /* identifies the job its events belong to */
+    sim_time busy_until; /* when the device is free again */
+    void *up;            /* the job's up message until the upload is absorbed (owned) */
+    size_t up_len;
+    void *priv; /* private state (owned), committed when training ends */
+    size_t priv_len;
+    void *pending_priv; /* the job's new private state until its training ends (owned) */
+    size_t pending_priv_len;
+    double weight;                                   /* training samples (FedAvg weight) */
+    double job_flops;                                /* FLOPs the job's device executes */
+    sim_time job_start, job_down_end, job_train_end; /* the current job's phases (timeline) */
+    /* statistics for clients.tsv */
+    int jobs, completed, lost, late;
+    double bytes_up, bytes_down, flops;
+    sim_time busy_ns;
+    double acc; /* personalized accuracy at the last evaluation, NaN before */
+} sim_client;
+
+/* async: an update waiting for the next aggregation */
+typedef struct sim_buffered {
+    int32_t client, staleness;
+    void *up; /* the update, moved out of the client (owned) */
+    size_t up_len;
+    double weight;
+} sim_buffered;
+
+enum { OUT_METRICS, OUT_CLIENTS, OUT_EVENTS, OUT_TIMELINE, OUT_COUNT };
+
+/* One column of metrics.tsv as this run writes it (outputs.c resolves the column table). */
+typedef struct sim_metrics_col {
+    char name[48];
+    int fmt;    /* how its value (a double) prints (outputs.c) */
+    size_t off; /* offsetof its value in sim_metrics */
+} sim_metrics_col;
+
+/* The values of one metrics.tsv row: what an evaluation measured, and the run's counters when it
+ * did. Personalized accuracies: mean, bottom decile, pooled, under each eval.shift; base_*: the
+ * same by the algorithm's base evaluation (fl_algo.base); val: the mean on the clients'
+ * validation splits. Integers are held as doubles, printed exactly. */
+typedef struct sim_metrics {
+    double round, time_s, bytes_up, bytes_down, flops, acc_global, loss_global;
+    double mean, p10, pooled, participants, dropped, density;
+    double shift[SIM_MAX_SHIFTS];
+    double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
+    double val;
+} sim_metrics;
+
+struct sim_engine {
+    sim_run_spec spec;
+    sim_client *c;
+    int n;
+    sim_queue q;
+    sim_time now;
+    void *server;
+    fl_worker worker; /* in-process training scratch (no pool) */
+    sim_pool *pool;   /* the workers, or NULL: train in this process */
+    int eval_procs;   /* processes an evaluation spreads over: the forked workers' count, else 1 */
+    nn_model eval_model;
+    int32_t **shift_idx; /* [i · n + c]: client c's local test split under eval.shift[i] */
+    /* protocol state */
+    int round;         /* sync: current round; async: model version */
+    int round_open;    /* sync: the current round still takes updates */
+    int start_pending; /* sync: set only inside a checkpoint written between a round's close and
+                          the next dispatch, so resume starts that round */
+    int target;        /* sync: updates the round waits for */
+    int in_flight;     /* sync: jobs of the current round not yet arrived or lost */
+    int32_t *arrived;  /* sync: clients whose update arrived this round */
+    int n_arrived;
+    sim_buffered *buf; /* async: updates waiting for the next aggregation */
+    uint32_t *perm;    /* selection permutation */
+    uint64_t next_job, dispatches;
+    int participants; /* updates aggregated at the last aggregation */
+    sim_time next_eval_time;
+    sim_time retry_at; /* async: when a pending wake-up refills idle slots (-1: none pending) */
+    int eval_round;    /* round of the last evaluation (-1: none yet) */
+    sim_totals tot;    /* bytes, FLOPs, job counts, last accuracy (now/round kept above) */
+    /* outputs (OUT_*; f NULL without a run folder), each write checked (sim_out) */
+    sim_out out[OUT_COUNT];
+    int trace_errnum; /* errno of the first failed write to spec.trace */
+    msgpack_packer events_pk;
+    sim_metrics_col *mcol; /* metrics.tsv's columns (outputs.c) */
+    int n_mcol;
+    double wall_start, wall_last;
+    int rounds_at_start; /* rounds done when this process started (a resumed run's ETA) */
+    double ckpt_wall;    /* wall time of the last checkpoint (or of the start) */
+    int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
+    int done;
+    int resumed; /* restored from a checkpoint: the run continues instead of starting */
+    int stopped; /* stopped on request after writing a checkpoint */
+};
+
+/* engine.c: the loop's services to the protocols */
+double sim_eng_wall_s(void);
+/* Updates that can arrive for one aggregation (+1): sync, the jobs a round starts (at most n);
+ * async, the buffer. Sizes the arrival arrays. */
+int sim_eng_arrival_cap(const sim_fed_config *f, int n);
+void sim_eng_schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t arg);
+/* Pick up to k idle, online, eligible clients at random into out, in client-id order. */
+int sim_eng_select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_index);
+void sim_eng_sort_ids(int32_t *ids, int n);
+/* Dispatch jobs to the n clients in sel now, counting each in in_flight. */
+int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
+/* After the updates are absorbed: aggregate them (participants of them), count the round, then
+ * evaluate when due, report progress; done once the last round is reached. */
+void sim_eng_aggregate(sim_engine *e, int participants);
+
+/* sync.c */
+int sim_sync_start_round(sim_engine *e, sim_err *err);
+int sim_sync_close_round(sim_engine *e, sim_err *err);
+int sim_sync_arrival(sim_engine *e, int32_t c, sim_err *err);
+int sim_sync_lost(sim_engine *e, int32_t c, sim_err *err);
+
+/* async.c */
+int sim_async_fill(sim_engine *e, sim_err *err);
+int sim_async_arrival(sim_engine *e, int32_t c, sim_err *err);
+int sim_async_lost(sim_engine *e, sim_err *err);
+
+/* eval.c */
+int sim_eng_has_base(const sim_engine *e);
+int sim_eng_has_val(const sim_engine *e);
+void sim_eng_build_shifts(sim_engine *e);
+void sim_eng_evaluate(sim_engine *e);
+void sim_eng_maybe_evaluate(sim_engine *e, int force);
+
+/* outputs.c */
+void sim_eng_ckpt_path(const sim_engine *e, char *buf, size_t n);
+/* A fresh run: remove a stale checkpoint, create the output files. */
+int sim_eng_outputs_create(sim_engine *e, sim_err *err);
+/* A resumed run: check and cut the outputs back to the checkpoint's lengths. */
+int sim_eng_outputs_reopen(sim_engine *e, const uint64_t out_len[OUT_COUNT], sim_err *err);
+/* Resolve metrics.tsv's columns, then write the headers (a fresh run's files only). */
+int sim_eng_outputs_begin(sim_engine *e, sim_err *err);
+int sim_eng_outputs_failed(sim_engine *e, sim_err *err);
+void sim_eng_log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops);
+void sim_eng_timeline_row(sim_engine *e, int32_t c, const char *phase, sim_time start,
+                          const char *outcome);
+void sim_eng_metrics_row(sim_engine *e, const sim_metrics *m);
+void sim_eng_progress(sim_engine *e, int final);
+void sim_eng_tick(sim_engine *e, int final);
+/* The finished run: clients.tsv's rows, every output flushed to disk and closed. */
+int sim_eng_outputs_finish(sim_engine *e, sim_err *err);
+/* The algorithm's report file (fl_algo.report), when it has one. */
+int sim_eng_write_report(sim_engine *e, sim_err *err);
+void sim_eng_outputs_free(sim_engine *e);
+
+/* engine_ckpt.c */
+/* A periodic checkpoint is due (every checkpoint_every rounds, once per round). */
+int sim_eng_ckpt_due(const sim_engine *e);
+int sim_eng_ckpt_write(sim_engine *e, sim_err *err);
+/* Read, verify and restore out_dir/checkpoint.msgpack or spec.resume_payload into e, fresh from
+ * construction; the output lengths it counted go to out_len. */
+int sim_eng_ckpt_load(sim_engine *e, uint64_t out_len[OUT_COUNT], sim_err *err);
+
+#endif /* SIM_ENGINE_INT_H */
