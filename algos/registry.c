@@ -8,17 +8,16 @@
 extern const fl_algo fl_fedavg, fl_fedprox, fl_local, fl_spafl, fl_spafl_local, fl_heterofl,
         fl_fjord, fl_fedrolex, fl_fedpews, fl_pfedgate, fl_fedavg_ft, fl_dmpfl, fl_dmpfl_plus,
         fl_fedper, fl_lgfedavg, fl_fedrep, fl_ditto, fl_apfl, fl_pa3dfl, fl_pfedhn, fl_scaffold,
-        fl_fednova;
+        fl_fednova, fl_fedopt;
 extern const fl_section fl_spafl_section, fl_pews_section, fl_pfedgate_section, fl_dmpfl_section,
         fl_ditto_section, fl_apfl_section, fl_pfedhn_section, fl_finetune_section,
-        fl_pa3dfl_section, fl_width_section;
+        fl_pa3dfl_section, fl_width_section, fl_fedopt_section;
 
-const fl_algo *const fl_algos[] = {&fl_fedavg,      &fl_fedprox,  &fl_local,     &fl_spafl,
-                                   &fl_spafl_local, &fl_heterofl, &fl_fjord,     &fl_fedrolex,
-                                   &fl_fedpews,     &fl_pfedgate, &fl_fedavg_ft, &fl_dmpfl,
-                                   &fl_dmpfl_plus,  &fl_fedper,   &fl_lgfedavg,  &fl_fedrep,
-                                   &fl_ditto,       &fl_apfl,     &fl_pa3dfl,    &fl_pfedhn,
-                                   &fl_scaffold,    &fl_fednova,  NULL};
+const fl_algo *const fl_algos[] = {
+        &fl_fedavg,     &fl_fedprox,  &fl_local,    &fl_spafl,    &fl_spafl_local, &fl_heterofl,
+        &fl_fjord,      &fl_fedrolex, &fl_fedpews,  &fl_pfedgate, &fl_fedavg_ft,   &fl_dmpfl,
+        &fl_dmpfl_plus, &fl_fedper,   &fl_lgfedavg, &fl_fedrep,   &fl_ditto,       &fl_apfl,
+        &fl_pa3dfl,     &fl_pfedhn,   &fl_scaffold, &fl_fednova,  &fl_fedopt,      NULL};
 
 /* The order sections are read in (and their errors met) */
 const fl_section *const fl_sections[] = {&fl_spafl_section,
@@ -31,6 +30,7 @@ const fl_section *const fl_sections[] = {&fl_spafl_section,
                                          &fl_finetune_section,
                                          &fl_pa3dfl_section,
                                          &fl_width_section,
+                                         &fl_fedopt_section, /* FedAdam, FedYogi, FedAdagrad */
                                          NULL};
 
 const fl_algo *const fl_dense = &fl_fedavg;
