@@ -244,6 +244,8 @@ int64_t fl_job_steps(const fl_env *env, int n);
 int fl_job_batch(int64_t step, int n, int B);
 /* How many of a job's first `steps` batches are its epochs' short ones (0 when B divides n). */
 int64_t fl_job_short_batches(int64_t steps, int n, int B);
+/* The job's client lr: algorithm.lr decayed by lr_decay once per round (fl_job.round). */
+double fl_job_lr(const fl_env *env, const fl_job *job);
 /* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m);
 /* Gather the next minibatch: its size, or 0 once every step was taken. */

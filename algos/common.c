@@ -129,6 +129,14 @@ int fl_job_batch(int64_t step, int n, int B)
     return step % per_epoch == n / B ? n % B : B;
 }
 
+double fl_job_lr(const fl_env *env, const fl_job *job)
+{
+    double lr = env->cfg->lr;
+    for (int r = 0; r < job->round; r++) /* multiplied round by round, as it always was */
+        lr *= env->cfg->lr_decay;
+    return lr;
+}
+
 int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
 {
     const fl_config *cfg = env->cfg;
@@ -137,9 +145,7 @@ int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
     if (n <= 0) return 0;
     L->m = m;
     L->steps = fl_job_steps(env, n);
-    L->lr = cfg->lr;
-    for (int r = 0; r < job->round; r++)
-        L->lr *= cfg->lr_decay;
+    L->lr = fl_job_lr(env, job);
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
     nn_batcher_init(&L->b, env->train, env->part->idx[job->client], n, cfg->batch_size, 0, &r);

@@ -117,7 +117,6 @@ static int scaffold_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
                           sim_err *err)
 {
     nn_model *m = fl_worker_model(w, env);
-    const fl_config *cfg = env->cfg;
     size_t nf = env->arch->layout.n_floats, mid = 0;
     if (env->cost_only) {
         fl_local_sgd_with(env, job, m, 0, add_correction, NULL, res);
@@ -143,9 +142,7 @@ static int scaffold_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
     fl_local_sgd_with(env, job, m, 0, add_correction, corr, res);
     int n = env->part->n[job->client];
     int64_t K = n > 0 ? fl_job_steps(env, n) : 0;
-    double lr = cfg->lr; /* the job's, as fl_loop_start decays it */
-    for (int32_t r = 0; r < job->round; r++)
-        lr *= cfg->lr_decay;
+    double lr = fl_job_lr(env, job);
     memset(corr, 0, nf * sizeof(float)); /* now Δc: zero where there is no control variate */
     if (K > 0 && lr > 0)
         for (size_t k = 0; k < m->n_runs; k++) {
