@@ -7,7 +7,8 @@
  * it produces comes back in the result (the up message, new private state, and what the job cost).
  * Message lengths are what the simulator charges as bytes on the wire. Adding an algorithm is one
  * file and one line in fl_algos[] (registry.c): the file declares its settings (fl_section: a key
- * table, sim/keys.h), capabilities (flags) and random streams, and owns its config struct.
+ * table, sim/keys.h), capabilities (flags), random streams and any metrics.tsv columns of its
+ * own (fl_column), and owns its config struct.
  */
 #ifndef FL_ALGO_H
 #define FL_ALGO_H
@@ -121,8 +122,29 @@ enum {
     FL_PLAIN_SGD = 1 << 3,      /* clients take plain SGD steps: no momentum, no weight_decay */
 };
 
+/* An extra column of metrics.tsv (fl_algo.columns), after the engine's own: its header name, how
+ * it prints, and its value in each row. value is read once per row, as the row is written (after
+ * the aggregation the evaluation follows, before server_round_end), and is a function of the
+ * server's state alone: it must not change that state, and whatever it reads must be in
+ * server_save's checkpoint, so a resumed run writes the same rows. (Cost-only runs aggregate
+ * nothing: their rows read the state server_new made.) A name is unique in the file (none of the
+ * engine's), shorter than FL_COLUMN_NAME, and begins with "acc_" only for an accuracy (nan, or 0
+ * to 1: `fedsim plot` refuses others). */
+enum {
+    FL_COL_INT, /* an integer, printed exactly ("%.0f") */
+    FL_COL_F6,  /* six decimals ("%.6f") */
+    FL_COL_G6,  /* six significant digits ("%.6g"): counts of FLOPs or bytes */
+};
+enum { FL_COLUMN_NAME = 48, FL_MAX_COLUMNS = 8 };
+typedef struct fl_column {
+    const char *name;
+    int format; /* FL_COL_* */
+    double (*value)(const void *server);
+} fl_column;
+
 /* Bumped when fl_algo changes shape; every registered algorithm states the one it was written
- * against (the registry's test checks them all). */
+ * against (the registry's test checks them all). An optional field appended at the end, whose
+ * zero means "none", leaves it: an algorithm written before means what it meant. */
 #define FL_ALGO_VERSION 1
 
 typedef struct fl_algo {
@@ -182,6 +204,9 @@ typedef struct fl_algo {
     /* Optional (NULL: none): a warning about settings that run as asked but may not be what was
      * meant (pFedGate budgets too small to choose blocks from), written into msg; 0 when none. */
     int (*warn)(const fl_env *env, char *msg, size_t cap);
+    /* Optional (NULL: none): the algorithm's own metrics.tsv columns (fl_column), at most
+     * FL_MAX_COLUMNS, ending with a NULL name; the engine writes them after its own. */
+    const fl_column *columns;
 } fl_algo;
 
 extern const fl_algo *const fl_algos[];       /* NULL-terminated (registry.c) */

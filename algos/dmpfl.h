@@ -1,6 +1,7 @@
-/* algos/dmpfl.h -- the parts of DM-PFL (algos/dmpfl.c; spec 001) that tests reach directly: which
- * tensors carry masks, the phase schedule, Eq. 4's composition of a personalized model, the
- * prune-by-magnitude / regrow-by-gradient readjustment, and the message format.
+/* algos/dmpfl.h -- the parts of DM-PFL (spec 001) shared by its two files and reached by tests:
+ * the phase schedule (algos/dmpfl.c, the algorithm), and which tensors carry masks, Eq. 4's
+ * composition of a personalized model, the prune-by-magnitude / regrow-by-gradient readjustment
+ * and the message format (algos/dmpfl_masks.c).
  *
  * Masks are arrays of one byte per float of the model's arena (like the model's own element
  * masks), meaningful on masked tensors only: the other tensors (biases, and the first layer under
@@ -52,6 +53,11 @@ typedef struct fl_dm_shape {
 /* skip_first < 0: dense first layer when it is a convolution (the spec's policy: uniform with
  * the first layer dense for CNNs, uniform for MLPs). */
 void fl_dm_shape_init(fl_dm_shape *s, const nn_arch *a, double density, int skip_first);
+/* The elements of tensor t. */
+static inline size_t fl_dm_numel(const nn_tensor *t)
+{
+    return (size_t)t->rows * (size_t)t->cols;
+}
 
 /* The phase of a round under c's schedule (spec §2.3), and α_t for the readjustment. */
 fl_dm_phase fl_dm_phase_of(const fl_dmpfl_config *c, int round);
@@ -84,5 +90,11 @@ size_t fl_dm_msg_bytes(const fl_dm_shape *s, int with_mask, size_t nnz);
  * then, and the dense tensors). SIM_EFORMAT names what is wrong. */
 int fl_dm_unpack(const fl_dm_shape *s, const void *buf, size_t len, uint8_t *mask, int *got_mask,
                  float *w, const char *what, sim_err *err);
+/* A client's private state: a message of w_c under m_c (mask), with its cached m_g as the key
+ * "mg"; unpack returns SIM_EFORMAT naming "private state" when buf is not one. */
+void fl_dm_pack_state(msgpack_sbuffer *sb, const fl_dm_shape *s, const uint8_t *mc,
+                      const uint8_t *mg, const float *wc);
+int fl_dm_unpack_state(const fl_dm_shape *s, const void *buf, size_t len, uint8_t *mc, uint8_t *mg,
+                       float *wc, sim_err *err);
 
 #endif /* FL_DMPFL_H */

@@ -1,5 +1,6 @@
 /* algos/pfedgate.h -- pFedGate's pieces that tests reach directly (spec 000): the block table of a
- * model and the budgeted block selection of Eq. 6.
+ * model and the budgeted block selection of Eq. 6 (algos/pfedgate.c, with the algorithm), and the
+ * gating layer (algos/pfedgate_gate.c).
  *
  * Blocks (§2.3): every trainable weight and bias tensor, flattened row-major, is cut into a first
  * sub-block of ⌈n·s_min⌉ elements, which is always kept, and B − 1 equal sub-blocks of the rest
@@ -79,7 +80,7 @@ typedef struct fl_pg_gate {
     float *Gsum;     /* L: G before the clip */
     int B;           /* the last forward's batch, and its clip */
     double s_min;
-    float *work; /* batch-sized buffers (pfedgate.c) */
+    float *work; /* batch-sized buffers (pfedgate_gate.c) */
 } fl_pg_gate;
 
 /* Fresh parameters as PyTorch initializes them (FC U(±1/√fan_in), norms γ = 1, β = 0), the

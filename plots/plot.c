@@ -46,12 +46,14 @@ const char *plot_format_ext(int format)
 /* ---------------------------------------------------------------------------------------- */
 /* reading the run's TSV files */
 
-/* Split a line in place at tabs (and drop its newline); returns the field count. */
+/* Split a line in place at tabs (and drop its newline); returns the field count, or max + 1 when
+ * the line has more than max fields (f then holds the first max). */
 static int split_tabs(char *line, char **f, int max)
 {
     line[strcspn(line, "\r\n")] = 0;
     int n = 0;
-    for (char *p = line; n < max;) {
+    for (char *p = line;;) {
+        if (n == max) return max + 1;
         f[n++] = p;
         char *t = strchr(p, '\t');
         if (!t) break;
@@ -129,7 +131,9 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     FILE *fp = fopen(path, "r");
     if (!fp) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot open (is it a fedsim run folder?)");
     base_name(m->name, sizeof m->name, run_dir);
-    char line[4096], head[4096], *f[32], *h[32];
+    /* the engine writes at most ~60 columns (every eval.shift twice, an algorithm's own) */
+    enum { MAX_COLUMNS = 256 };
+    char line[4096], head[4096], *f[MAX_COLUMNS], *h[MAX_COLUMNS];
     int cap = 0, header = 0, nf = 0, ln = 0, rc = SIM_OK;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
         c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1, c_val = -1;
@@ -156,7 +160,11 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         }
         if (!header) {
             memcpy(head, line, sizeof head);
-            nf = split_tabs(head, h, 32);
+            nf = split_tabs(head, h, MAX_COLUMNS);
+            if (nf > MAX_COLUMNS) {
+                fclose(fp);
+                return sim_fail(err, SIM_EFORMAT, path, ln, 0, "more than %d columns", MAX_COLUMNS);
+            }
             memcpy(f, h, sizeof f);
             c_t = col_index(f, nf, "sim_time_s");
             c_up = col_index(f, nf, "bytes_up");
@@ -178,7 +186,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             header = 1;
             continue;
         }
-        int k = split_tabs(line, f, 32);
+        int k = split_tabs(line, f, MAX_COLUMNS);
         if (k != nf) {
             rc = sim_fail(err, SIM_EFORMAT, path, ln, 0, "%d fields; the header row has %d", k, nf);
             break;

@@ -53,7 +53,7 @@ enum { OUT_METRICS, OUT_CLIENTS, OUT_EVENTS, OUT_TIMELINE, OUT_COUNT };
 
 /* One column of metrics.tsv as this run writes it (outputs.c resolves the column table). */
 typedef struct sim_metrics_col {
-    char name[48];
+    char name[FL_COLUMN_NAME];
     int fmt;    /* how its value (a double) prints (outputs.c) */
     size_t off; /* offsetof its value in sim_metrics */
 } sim_metrics_col;
@@ -61,13 +61,15 @@ typedef struct sim_metrics_col {
 /* The values of one metrics.tsv row: what an evaluation measured, and the run's counters when it
  * did. Personalized accuracies: mean, bottom decile, pooled, under each eval.shift; base_*: the
  * same by the algorithm's base evaluation (fl_algo.base); val: the mean on the clients'
- * validation splits. Integers are held as doubles, printed exactly. */
+ * validation splits; algo: the algorithm's own columns (fl_algo.columns), in its order. Integers
+ * are held as doubles, printed exactly. */
 typedef struct sim_metrics {
     double round, time_s, bytes_up, bytes_down, flops, acc_global, loss_global;
     double mean, p10, pooled, participants, dropped, density;
     double shift[SIM_MAX_SHIFTS];
     double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
     double val;
+    double algo[FL_MAX_COLUMNS];
 } sim_metrics;
 
 struct sim_engine {

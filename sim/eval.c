@@ -182,6 +182,9 @@ static void write_row(sim_engine *e, sim_metrics *m)
     m->loss_global = e->tot.loss_global;
     m->participants = e->participants;
     m->dropped = (double)(e->tot.dropped + e->tot.late);
+    const fl_column *ac = e->spec.algo->columns; /* the algorithm's own (outputs.c) */
+    for (int i = 0; ac && i < FL_MAX_COLUMNS && ac[i].name; i++)
+        m->algo[i] = ac[i].value(e->server);
     sim_eng_metrics_row(e, m);
 }
 

@@ -1,8 +1,9 @@
 /* sim/outputs.c -- the run's outputs (engine.h): metrics.tsv, clients.tsv, events.msgpack and
  * timeline.tsv in the run folder, the text trace, the progress line and the algorithm's report.
  *
- * metrics.tsv's columns are one table (metrics_cols), which writes both the header and every row,
- * so the two cannot disagree; columns that exist only in some runs carry their condition.
+ * metrics.tsv's columns are one table (metrics_cols, then the algorithm's own: fl_algo.columns),
+ * which writes both the header and every row, so the two cannot disagree; columns that exist only
+ * in some runs carry their condition.
  * Every write is checked as it is made (sim_out): the first failure is kept and stops the run
  * (sim_eng_outputs_failed), never a crash or a silently short file.
  */
@@ -10,6 +11,7 @@
 
 #include "nn/pack.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -35,8 +37,8 @@ enum { COL_INT, COL_TIME, COL_G6, COL_F6 };
 /* A column (or a family of them): its header name, its format, where its value is in
  * sim_metrics. shifts: one column per eval.shift, named name + the shift (%g), the i-th's value
  * i doubles after off. has: the column is there only when it returns nonzero (NULL: always).
- * A run's columns are this table resolved once (resolve_columns); header and rows walk that, so
- * more columns (an algorithm's own) are more entries appended there, their values in sim_metrics.
+ * A run's columns are this table resolved once (resolve_columns), the algorithm's appended;
+ * header and rows walk that.
  */
 typedef struct metrics_col_spec {
     const char *name;
@@ -74,7 +76,7 @@ static void resolve_columns(sim_engine *e)
 {
     size_t n_spec = sizeof metrics_cols / sizeof metrics_cols[0];
     int ns = e->spec.eval.n_shift;
-    e->mcol = sim_xmalloc(sizeof *e->mcol * n_spec * (size_t)(ns > 0 ? ns : 1));
+    e->mcol = sim_xmalloc(sizeof *e->mcol * (n_spec * (size_t)(ns > 0 ? ns : 1) + FL_MAX_COLUMNS));
     e->n_mcol = 0;
     for (size_t i = 0; i < n_spec; i++) {
         const metrics_col_spec *s = &metrics_cols[i];
@@ -88,6 +90,17 @@ static void resolve_columns(sim_engine *e)
             c->fmt = s->fmt;
             c->off = s->off + sizeof(double) * (size_t)k;
         }
+    }
+    /* the algorithm's own, their values in sim_metrics.algo (eval.c reads them) */
+    const fl_column *ac = e->spec.algo->columns;
+    for (int i = 0; ac && ac[i].name; i++) {
+        assert(i < FL_MAX_COLUMNS && strlen(ac[i].name) < FL_COLUMN_NAME && ac[i].value);
+        for (int j = 0; j < e->n_mcol; j++)
+            assert(strcmp(e->mcol[j].name, ac[i].name)); /* a name is unique in the file */
+        sim_metrics_col *c = &e->mcol[e->n_mcol++];
+        snprintf(c->name, sizeof c->name, "%s", ac[i].name);
+        c->fmt = ac[i].format == FL_COL_INT ? COL_INT : ac[i].format == FL_COL_G6 ? COL_G6 : COL_F6;
+        c->off = offsetof(sim_metrics, algo) + sizeof(double) * (size_t)i;
     }
 }
 

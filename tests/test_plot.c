@@ -3,7 +3,8 @@
  * events byte-identical with --plots none); `fedsim plot` overlays two runs; `fedsim sweep` makes
  * one ordinary run per value, a summary.tsv and overlay plots; `fedsim summary` groups runs that
  * differ only in their seed (-SEED, or a sweep's seed=N); a DM-PFL+ run draws DM-PFL's curve
- * from its acc_base_* columns; a scenario name and a folder made
+ * from its acc_base_* columns; a metrics.tsv of more columns than the engine's own (an
+ * algorithm's) reads by name; a scenario name and a folder made
  * to inject gnuplot commands run nothing and still get their plots; without gnuplot on PATH a run
  * still succeeds and says how to get plots; a metrics.tsv of nan, inf, garbage or nothing to draw
  * fails naming file:line:column and the column (issue 37). */
@@ -429,6 +430,59 @@ static void test_bad_metrics(void)
     }
 }
 
+/* A run whose metrics.tsv has more columns than 32 (every eval.shift's and the base evaluation's,
+ * an algorithm's own, then acc_val_mean: run a's rows, 48 more columns, and a validation
+ * accuracy rising to the last row) plots, and summarizes as run a with that validation curve
+ * does: columns are found by name wherever they are, and every one is checked. */
+static void test_wide_metrics(void)
+{
+    char a[128], path[256], cmd[1024];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(path, sizeof path, "%s/metrics.tsv", a);
+    size_t len;
+    char *t = test_slurp(path, &len);
+    snprintf(path, sizeof path, "%s/wide", dir);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/wide/metrics.tsv", dir);
+    FILE *f = fopen(path, "w");
+    int lines = 0;
+    for (char *l = t, *end; f && l && (end = strchr(l, '\n')); l = end + 1, lines++) {
+        fprintf(f, "%.*s", (int)(end - l), l);
+        for (int i = 0; *l != '#' && i < 49; i++)
+            if (lines == 1)
+                fprintf(f, i < 48 ? "\tacc_own_%d" : "\tacc_val_mean", i);
+            else
+                fprintf(f, "\t%s", i == 48 ? (lines == 2 ? "0.1" : "0.5") : i % 2 ? "nan" : "0.25");
+        fprintf(f, "\n");
+    }
+    CHECK_MSG(f && lines > 3, "made %s (%d lines)", path, lines);
+    if (f) fclose(f);
+    free(t);
+    /* final accuracy (token 0), at_val (8: the accuracy at the first best validation) and
+     * val_round (9): the validation accuracy is best from the second row on */
+    char *s[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s summary %s%s --acc personalized >%s/wide%d.txt 2>&1", bin,
+                 dir, k ? "/wide" : "/a", dir, k);
+        int rc = sh(cmd);
+        snprintf(path, sizeof path, "%s/wide%d.txt", dir, k);
+        s[k] = test_slurp(path, &len);
+        CHECK_MSG(rc == 0, "summary of %s: exit %d: %s", k ? "wide" : "a", rc, s[k] ? s[k] : "");
+    }
+    double fin = token_after(s[0], "/a", 0), wfin = token_after(s[1], "/wide", 0);
+    CHECK_MSG(fin > 0 && wfin == fin && isnan(token_after(s[0], "/a", 8)) &&
+                      token_after(s[1], "/wide", 9) == 2 && token_after(s[1], "/wide", 8) > 0,
+              "summary: wide's final accuracy %g is a's %g; its at_val is round 2's: %s", wfin, fin,
+              s[1] ? s[1] : "");
+    free(s[0]);
+    free(s[1]);
+    snprintf(cmd, sizeof cmd, "%s plot %s/wide --out %s/wide-plots >%s/wide-plot.txt 2>&1", bin,
+             dir, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(path, sizeof path, "%s/wide-plots", dir);
+    check_picture(path, "acc_time.png");
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -436,6 +490,7 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/fp-XXXXXX"); /* short: the evil name must fit 127 bytes */
     if (!mkdtemp(dir)) return 1;
     test_run_plots();
+    test_wide_metrics();
     test_bad_metrics();
     test_sweep();
     test_summary_groups();

@@ -1,7 +1,8 @@
 /* tests/test_sim_engine.c -- the engine against hand-computed timelines and its protocol rules:
  * exact event times and bytes for a fixed device, determinism, selection, over-commit, deadline,
- * a client going offline mid-job, memory exclusion and async staleness. Each rule's test fails
- * if the rule is broken. Scenarios are small YAML files written to a temporary folder. */
+ * a client going offline mid-job, memory exclusion and async staleness; metrics.tsv's columns,
+ * an algorithm's own among them (through a stand-in algorithm). Each rule's test fails if the
+ * rule is broken. Scenarios are small YAML files written to a temporary folder. */
 #include "algos/algo.h"
 #include "nn/train.h"
 #include "sim/engine.h"
@@ -694,14 +695,187 @@ static void test_validation_split(void)
     sim_scenario_destroy(&plain);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* an algorithm's own metrics.tsv columns (fl_algo.columns) */
+
+/* A stand-in algorithm: FedAvg whose server also counts its aggregations (and checkpoints the
+ * count), with two columns of its own that read it. */
+typedef struct counted {
+    void *fa; /* FedAvg's server */
+    int aggregations;
+} counted;
+
+static void *counted_new(const fl_env *env, sim_err *err)
+{
+    void *fa = fl_fedavg.server_new(env, err);
+    if (!fa) return NULL;
+    counted *s = calloc(1, sizeof *s);
+    s->fa = fa;
+    return s;
+}
+
+static void counted_free(void *p)
+{
+    counted *s = p;
+    if (!s) return;
+    fl_fedavg.server_free(s->fa);
+    free(s);
+}
+
+static size_t counted_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
+{
+    return fl_fedavg.job_down(((counted *)p)->fa, client, round, out);
+}
+
+static int counted_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
+                          double mass, sim_err *err)
+{
+    return fl_fedavg.server_absorb(((counted *)p)->fa, client, up, len, weight, mass, err);
+}
+
+static void counted_aggregate(void *p)
+{
+    counted *s = p;
+    fl_fedavg.server_aggregate(s->fa);
+    s->aggregations++;
+}
+
+static double counted_eval(void *p, int32_t client, const void *priv, size_t priv_len, nn_model *m)
+{
+    return fl_fedavg.eval_params(((counted *)p)->fa, client, priv, priv_len, m);
+}
+
+static void counted_save(void *p, msgpack_packer *pk)
+{
+    counted *s = p;
+    msgpack_pack_array(pk, 2);
+    fl_fedavg.server_save(s->fa, pk);
+    msgpack_pack_int(pk, s->aggregations);
+}
+
+static int counted_load(void *p, const msgpack_object *o, sim_err *err)
+{
+    counted *s = p;
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
+        o->via.array.ptr[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return sim_fail(err, SIM_EFORMAT, "counted", 0, 0, "not [fedavg, aggregations]");
+    s->aggregations = (int)o->via.array.ptr[1].via.u64;
+    return fl_fedavg.server_load(s->fa, &o->via.array.ptr[0], err);
+}
+
+static double col_aggregations(const void *p)
+{
+    return ((const counted *)p)->aggregations;
+}
+
+static double col_half(const void *p)
+{
+    return ((const counted *)p)->aggregations / 2.0;
+}
+
+static const fl_column counted_columns[] = {
+        {"aggregations", FL_COL_INT, col_aggregations},
+        {"aggregations_half", FL_COL_F6, col_half},
+        {0},
+};
+
+/* FedAvg's table with the counting server and its columns (fl_fedavg's fields are not constant
+ * expressions, so it is made at run time). */
+static const fl_algo *counted_algo(void)
+{
+    static fl_algo a;
+    a = fl_fedavg;
+    a.name = "counted";
+    a.server_new = counted_new;
+    a.server_free = counted_free;
+    a.job_down = counted_down;
+    a.server_absorb = counted_absorb;
+    a.server_aggregate = counted_aggregate;
+    a.eval_params = counted_eval;
+    a.server_save = counted_save;
+    a.server_load = counted_load;
+    a.columns = counted_columns;
+    return &a;
+}
+
+/* Run tiny.yaml for 4 rounds with the stand-in into DIR/name: through, or stopped after
+ * stop_after rounds and then resumed from its checkpoint. */
+static void run_counted(const char *name, int stop_after, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", dir, name);
+    CHECK(mkdir(out, 0755) == 0);
+    const char *sets[] = {"rounds=4"};
+    for (int resume = 0; resume <= (stop_after > 0); resume++) {
+        sim_scenario sc;
+        sim_err err = {0};
+        int rc = sim_scenario_load(&sc, "scenarios/tiny.yaml", sets, 1, &err);
+        CHECK_MSG(rc == SIM_OK, "tiny loads: %s", err.msg);
+        if (rc) return;
+        sc.spec.algo = counted_algo();
+        sc.spec.out_dir = out;
+        sc.spec.quiet = 1;
+        sc.spec.stop_after_round = resume ? 0 : stop_after;
+        sc.spec.resume = resume;
+        sim_engine *e;
+        sim_totals tot = {0};
+        rc = sim_engine_new(&e, &sc.spec, &err);
+        if (!rc) {
+            rc = sim_engine_run(e, &err);
+            sim_engine_totals(e, &tot);
+            sim_engine_free(e);
+        }
+        CHECK_MSG(rc == SIM_OK && tot.stopped == (!resume && stop_after > 0),
+                  "%s, %s: %s (stopped %d)", name, resume ? "resumed" : "started", err.msg,
+                  tot.stopped);
+        sim_scenario_destroy(&sc);
+    }
+}
+
+/* An algorithm's own columns (fl_algo.columns) end every row, valued from its server when the
+ * row is written: the stand-in's count of aggregations is the row's round, printed as an
+ * integer, and its half with six decimals. A run stopped after round 2 and resumed from its
+ * checkpoint writes the same metrics.tsv, byte for byte, as one that ran through: the resumed
+ * engine has the columns (no header is written again) and reads them from the restored server. */
+static void test_algorithm_columns(void)
+{
+    char through[128], resumed[128], p[160];
+    run_counted("counted", 0, through, sizeof through);
+    run_counted("counted-resumed", 2, resumed, sizeof resumed);
+    size_t la = 0, lb = 0;
+    snprintf(p, sizeof p, "%s/metrics.tsv", through);
+    char *a = test_slurp(p, &la);
+    snprintf(p, sizeof p, "%s/metrics.tsv", resumed);
+    char *b = test_slurp(p, &lb);
+    int rows = 0, right = 0, last = -1;
+    char *l = a ? strstr(a, "\nround\t") : NULL;
+    for (l = l ? strchr(l + 1, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+        char line[1024], want[32];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(l + 1, "\n"), l + 1);
+        last = atoi(line);
+        snprintf(want, sizeof want, "\t%d\t%.6f", last, last / 2.0);
+        size_t n = strlen(line), w = strlen(want);
+        right += n > w && !strcmp(line + n - w, want);
+        rows++;
+    }
+    CHECK_MSG(rows >= 4 && right == rows && last == 4,
+              "%d rows end in their round's count and half (%d do), the last at round %d", rows,
+              right, last);
+    CHECK_MSG(a && b && la == lb && !memcmp(a, b, la),
+              "a resumed run's metrics.tsv (%zu bytes) is the run's through (%zu bytes)", lb, la);
+    free(a);
+    free(b);
+}
+
 /* metrics.tsv's header and every row have the same columns, for every combination of the
  * optional ones: eval.shift's (one per shift), the base evaluation's (an algorithm with a base,
- * clients evaluated), acc_val_mean (validation splits, clients evaluated); 13 always. */
+ * clients evaluated), acc_val_mean (validation splits, clients evaluated), the algorithm's own
+ * (the stand-in's two, last); 13 always. */
 static void test_metrics_columns(void)
 {
-    for (int k = 0; k < 16; k++) {
-        int base = k & 1, pers = k >> 1 & 1, shift = k >> 2 & 1, val = k >> 3 & 1;
+    for (int k = 0; k < 32; k++) {
+        int base = k & 1, pers = k >> 1 & 1, shift = k >> 2 & 1, val = k >> 3 & 1, own = k >> 4;
         if (shift && !pers) continue; /* a shift shifts clients' splits: refused without */
+        if (own && base) continue;    /* the stand-in is FedAvg, which has no base */
         const char *sets[] = {"rounds=2",
                               "cost_only=true",
                               base ? "algorithm.name=fedavg-ft" : "algorithm.name=fedavg",
@@ -718,6 +892,7 @@ static void test_metrics_columns(void)
         if (rc) continue;
         sc.spec.out_dir = out;
         sc.spec.quiet = 1;
+        if (own) sc.spec.algo = counted_algo();
         sim_engine *e;
         CHECK(sim_engine_new(&e, &sc.spec, &err) == SIM_OK);
         CHECK(sim_engine_run(e, &err) == SIM_OK);
@@ -726,7 +901,8 @@ static void test_metrics_columns(void)
         snprintf(p, sizeof p, "%s/metrics.tsv", out);
         size_t len;
         char *t = test_slurp(p, &len);
-        int want = 13 + 2 * shift + (base && pers) * (2 + 2 * shift) + (val && pers), lines = 0;
+        int want = 13 + 2 * shift + (base && pers) * (2 + 2 * shift) + (val && pers) + 2 * own;
+        int lines = 0;
         int header = -1, same = 1;
         for (char *l = t ? strchr(t, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
             int cols = 1;
@@ -737,10 +913,13 @@ static void test_metrics_columns(void)
             lines++;
         }
         CHECK_MSG(header == want && same && lines == 3,
-                  "base %d pers %d shift %d val %d: %d columns (want %d), rows alike %d, %d lines",
-                  base, pers, shift, val, header, want, same, lines);
+                  "base %d pers %d shift %d val %d own %d: %d columns (want %d), rows alike %d, "
+                  "%d lines",
+                  base, pers, shift, val, own, header, want, same, lines);
         CHECK_MSG(t && !strstr(t, " base=fedavg\n") == !(base && pers),
                   "base %d pers %d: the first line names the base when it has columns", base, pers);
+        CHECK_MSG(t && !strstr(t, "\taggregations\taggregations_half\n") == !own,
+                  "combination %d: the algorithm's own columns end the header when it has them", k);
         free(t);
     }
 }
@@ -769,6 +948,7 @@ int main(void)
     test_pooled_accuracy();
     test_validation_split();
     test_metrics_columns();
+    test_algorithm_columns();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
