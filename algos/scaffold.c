@@ -41,6 +41,7 @@
 
 #include "nn/pack.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,6 +218,19 @@ static int scaffold_load(void *p, const msgpack_object *o, sim_err *err)
     return rc;
 }
 
+/* metrics.tsv's c_norm: ‖c‖₂, the size of the drift correction every client applies (c is saved
+ * in checkpoints, so a resumed run writes the same rows) */
+static double c_norm(const void *p)
+{
+    const scaffold *s = p;
+    double sum = 0;
+    for (size_t j = 0; j < s->f.env->arch->layout.n_floats; j++)
+        sum += (double)s->c[j] * s->c[j];
+    return sqrt(sum);
+}
+
+static const fl_column COLUMNS[] = {{"c_norm", FL_COL_G6, c_norm}, {0}};
+
 const fl_algo fl_scaffold = {
         .version = FL_ALGO_VERSION,
         .name = "scaffold",
@@ -231,4 +245,5 @@ const fl_algo fl_scaffold = {
         .eval_params = fl_fedavg_eval,
         .server_save = scaffold_save,
         .server_load = scaffold_load,
+        .columns = COLUMNS,
 };

@@ -252,6 +252,16 @@ static void test_server(const fl_algo *a, const fl_env *env)
     server_xc(a, s, x, c);
     dx = max_diff(x, ex, nf), dcv = max_diff(c, ec, nf);
     CHECK_MSG(dx < 2.4e-7 && dcv < 2.4e-7, "second aggregation: x off by %g, c by %g", dx, dcv);
+    /* metrics.tsv's c_norm column: ‖c‖₂ of the control variate the server now holds, within
+     * ‖c − ec‖ ≤ √n·max|c − ec| of the hand-computed one's */
+    double norm = 0;
+    for (size_t j = 0; j < nf; j++)
+        norm += ec[j] * ec[j];
+    norm = sqrt(norm);
+    CHECK(a->columns && !strcmp(a->columns[0].name, "c_norm") && !a->columns[1].name);
+    if (a->columns)
+        CHECK_MSG(fabs(a->columns[0].value(s) - norm) <= sqrt((double)nf) * 2.4e-7 && norm > 0.01,
+                  "c_norm %g, ‖c‖ %g", a->columns[0].value(s), norm);
 
     /* malformed uploads are refused and change nothing: FedAvg's single message, a truncated
      * one, bytes after the pair, a broken control variate */
