@@ -184,11 +184,11 @@ static void test_print(void)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(sim_keys_print(f, "sec", KEYS, "sec.p", 0) == 1);
-    CHECK(sim_keys_print(f, "sec", KEYS, NULL, 1) == 12);
+    CHECK(sim_keys_print(f, "sec", NULL, KEYS, "sec.p", 0) == 1);
+    CHECK(sim_keys_print(f, "sec", NULL, KEYS, NULL, 1) == 12);
     fclose(f);
-    CHECK_MSG(!strncmp(buf, "sec.pick", 8) && strstr(buf, "low, mid, high"), "%s", buf);
-    CHECK_MSG(strstr(buf, "\n### `sec`\n") && strstr(buf, "| `x` | number | 0.1 | [0, 10] | a "
+    CHECK_MSG(!strncmp(buf, "\nsec\n  sec.pick ", 16) && strstr(buf, "low, mid, high"), "%s", buf);
+    CHECK_MSG(strstr(buf, "\n### `sec`\n") && strstr(buf, "| `x` | number | `0.1` | [0, 10] | a "
                                                           "number |\n"),
               "%s", buf);
     free(buf);
