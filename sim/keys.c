@@ -239,12 +239,14 @@ int sim_keys_print(FILE *f, const char *prefix, const char *intro, const sim_key
         }
         if (markdown) {
             fprintf(f, "| `%s` | %s | ", k->name, TYPES[k->type]);
-            if (k->dflt) {
+            if (!k->dflt) {
+                fputs("-", f);
+            } else if (k->dflt_fn) { /* words saying what it depends on */
+                cell(f, k->dflt);
+            } else {
                 fputc('`', f);
                 cell(f, k->dflt);
                 fputc('`', f);
-            } else {
-                fputs("-", f);
             }
             fputs(" | ", f);
             cell(f, range);
@@ -252,8 +254,12 @@ int sim_keys_print(FILE *f, const char *prefix, const char *intro, const sim_key
             cell(f, doc);
             fputs(" |\n", f);
         } else {
-            fprintf(f, "  %-34s %-7s %-20s %s\n", full, TYPES[k->type], k->dflt ? k->dflt : "-",
-                    range);
+            char line[1024];
+            int n = snprintf(line, sizeof line, "  %-34s %-7s %-20s %s", full, TYPES[k->type],
+                             k->dflt ? k->dflt : "-", range);
+            while (n > 0 && (size_t)n < sizeof line && line[n - 1] == ' ')
+                line[--n] = 0;
+            fprintf(f, "%s\n", line);
             wrap(f, doc, 6);
         }
         count++;

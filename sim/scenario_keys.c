@@ -25,7 +25,7 @@ static const char *const STALE[] = {"constant", "polynomial", "hinge", NULL};
 
 #define K(field) .offset = offsetof(sim_top_keys, field)
 const sim_key sim_keys_top[] = {
-        {"name", SIM_KEY_STRING, .custom = 1, .dflt = "the file's name without extension",
+        {"name", SIM_KEY_STRING, .custom = 1, /* its default is the file's: in the doc */
          .doc = "run name (run folder `runs/NAME-SEED`, the first line of metrics.tsv): 1 to 127 "
                 "letters, digits and `- _ . + = ,`, not starting with `.` (no `/`, spaces or "
                 "control characters); by default the file's name without extension, its "
