@@ -86,7 +86,7 @@ $(LIB_OBJ): tests/fuzz/coverage-ignore.txt
 endif
 TEST_BIN += $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 
-.PHONY: all run test bench check deps build run-tests run-bench check-format format \
+.PHONY: all run docs test bench check deps build run-tests run-bench check-format format \
         check-symbols check-layers check-style clean mpi mpi-deps build-mpi fuzz fuzz-deps run-fuzz
 all: deps
 	@$(MAKE) --no-print-directory MODE=release build
@@ -95,6 +95,16 @@ build: $(BUILD)/fedsim
 
 run: all
 	./build/release/fedsim run scenarios/default.yaml
+
+# scenarios/README.md's key tables are `fedsim keys --markdown`, between its marker lines; this
+# writes them there (tests/test_sim_readme fails while they are stale).
+docs: all
+	@./build/release/fedsim keys --markdown >build/keys.md
+	@awk 'BEGIN { while ((getline l <"build/keys.md") > 0) gen = gen l "\n" } \
+	     /^<!-- end keys -->$$/ { skip = 0 } !skip { print } \
+	     /^<!-- keys: / { printf "%s\n", gen; skip = 1 }' scenarios/README.md >build/README.md.new
+	@grep -q '^<!-- end keys -->$$' build/README.md.new && mv build/README.md.new scenarios/README.md
+	@echo "scenarios/README.md: key tables written"
 
 # The MPI build is tried first (log: build/mpi.log); if Open MPI cannot be installed,
 # tests/test_sim_mpi says so and skips (it fails if mpirun is there and fedsim-mpi is not).

@@ -103,6 +103,9 @@ typedef struct fl_section {
     const sim_key *keys;
     size_t size;
     int (*check)(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err);
+    /* What the section is for and how its algorithm works, above its keys in `fedsim keys` and
+     * scenarios/README.md (Markdown; NULL: none). */
+    const char *doc;
 } fl_section;
 
 /* A random stream an algorithm draws from: tag "ALGO.WHAT" and the purpose id it seeds with
@@ -151,6 +154,9 @@ typedef struct fl_algo {
     int version; /* FL_ALGO_VERSION */
     const char *name;
     const char *summary;
+    /* Optional (NULL: the summary): what `fedsim keys` and scenarios/README.md say of it under
+     * algorithm.name (Markdown). */
+    const char *doc;
     unsigned flags;            /* FL_* capabilities */
     const fl_section *section; /* its settings (NULL: only the shared keys) */
     const fl_stream *streams;  /* its random streams, ending with a NULL tag (NULL: none) */

@@ -18,13 +18,17 @@ typedef struct apfl_config {
 
 static const sim_key KEYS[] = {
         {"alpha", SIM_KEY_DOUBLE, offsetof(apfl_config, alpha), .dflt = "0.5", .lo = 0, .hi = 1,
-         .doc = "APFL's initial mixing weight α of the personal model"},
+         .doc = "the initial mixing weight α of the personal model αv + (1 − α)w (the paper's and "
+                "DM-PFL's setting)"},
         {"adapt", SIM_KEY_BOOL, offsetof(apfl_config, adapt), .dflt = "true",
-         .doc = "α learned by gradient (false: kept)"},
+         .doc = "α learned by gradient at the job's learning rate and kept in [0, 1] (`false`: "
+                "fixed, the paper's fixed-α variant)"},
         {0},
 };
 
-const fl_section fl_apfl_section = {"apfl", KEYS, sizeof(apfl_config), NULL};
+const fl_section fl_apfl_section = {"apfl", KEYS, sizeof(apfl_config), NULL,
+                                    "APFL; checked for the others. A job costs twice FedAvg's "
+                                    "FLOPs (two forward/backward passes a step)."};
 
 /* APFL's private state: the client's local model v (a parameter message) and its mixing weight
  * α (a float64 after it), read into v and *alpha. */
@@ -141,6 +145,8 @@ const fl_algo fl_apfl = {
         .name = "apfl",
         .summary = "APFL: FedAvg and a personal model per client mixed with the global one "
                    "by a learned weight alpha",
+        .doc = "FedAvg plus a personal model v trained, step by step beside the global one, as the "
+               "mix αv + (1 − α)w that it is evaluated as; α learned",
         .flags = FL_HAS_GLOBAL,
         .section = &fl_apfl_section,
         .server_new = fl_fedavg_new,

@@ -13,9 +13,9 @@ static const char *const WEIGHTINGS[] = {"samples", "uniform", NULL};
 /* The shared keys after the name, in reading order */
 static const sim_key COMMON[] = {
         {"local_epochs", SIM_KEY_INT, K(local_epochs), .dflt = "1", .lo = 0, .hi = 100000,
-         .doc = "passes over the client's samples per job (when local_steps is 0)"},
+         .doc = "passes over the client's samples per job (when `local_steps` is 0)"},
         {"local_steps", SIM_KEY_INT, K(local_steps), .dflt = "0", .lo = 0, .hi = 100000000,
-         .doc = "SGD steps per job instead of epochs (0: use local_epochs)"},
+         .doc = "if > 0: exactly this many SGD steps per job instead of `local_epochs`"},
         {"batch_size", SIM_KEY_INT, K(batch_size), .dflt = "32", .lo = 1, .hi = 65536,
          .doc = "minibatch size"},
         {"lr", SIM_KEY_DOUBLE, K(lr), .dflt = "0.05", .lo = 0, .hi = 1e3,
@@ -25,9 +25,14 @@ static const sim_key COMMON[] = {
         {"weight_decay", SIM_KEY_DOUBLE, K(weight_decay), .dflt = "0", .lo = 0, .hi = 1,
          .doc = "L2 weight decay"},
         {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "0", .lo = 0, .hi = 1e9,
-         .doc = "gradient-norm clip (0: none)"},
+         .doc = "client gradient-norm clip (0: none)"},
         {"persistent_momentum", SIM_KEY_BOOL, K(persistent_momentum), .dflt = "false",
-         .doc = "the client keeps its momentum from job to job (algorithms that keep it only)"},
+         .doc = "`true`: the model's momentum stays with the client from one of its jobs to the "
+                "next, in its private state (a model-sized buffer per client: the optimizers of "
+                "pFedGate's released code, which its learning rates were tuned with); `false`: it "
+                "restarts at zero every job. Kept by the algorithms marked *keeps momentum* under "
+                "`name` (an algorithm with a momentum setting of its own reads that instead); "
+                "needs `momentum` > 0"},
         {"lr_decay", SIM_KEY_DOUBLE, K(lr_decay), .dflt = "1", .lo = 0, .hi = 10,
          .doc = "client lr multiplied by this every round"},
         {"mu", SIM_KEY_DOUBLE, K(mu), .dflt = "0.01", .lo = 0, .hi = 1e3,
@@ -35,23 +40,41 @@ static const sim_key COMMON[] = {
         {"server_lr", SIM_KEY_DOUBLE, K(server_lr), .dflt = "1", .lo = 0, .hi = 1e3,
          .doc = "server step on the weighted mean update (1: plain averaging)"},
         {"weighting", SIM_KEY_CHOICE, K(uniform), .dflt = "samples", .words = WEIGHTINGS,
-         .doc = "updates weighted by the client's samples or uniformly"},
+         .doc = "weight each update by the client's sample count, or `uniform` (1/K, as SpaFL's "
+                "paper does), in the algorithms that average updates"},
         {0},
 };
 static const sim_key NAME = {"name",           SIM_KEY_STRING,
                              K(name),          .size = sizeof(((fl_config *)0)->name),
-                             .dflt = "fedavg", .doc = "the algorithm (fedsim help lists them)"};
+                             .dflt = "fedavg", .doc = "the algorithm: one of those listed above"};
 #undef K
 
 int fl_keys_print(FILE *f, const char *filter, int markdown)
 {
     sim_key both[SIM_ARRAY_LEN(COMMON) + 1] = {NAME};
     memcpy(both + 1, COMMON, sizeof COMMON);
-    int n = sim_keys_print(f, "algorithm", both, filter, markdown);
+    /* the intro: every algorithm `name` may pick, with what it is */
+    char *intro = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&intro, &len);
+    if (m) {
+        fputs("The keys every algorithm shares; `name` picks the algorithm:\n", m);
+        for (int i = 0; fl_algos[i]; i++)
+            fprintf(m, "\n- `%s`: %s%s", fl_algos[i]->name,
+                    fl_algos[i]->doc ? fl_algos[i]->doc : fl_algos[i]->summary,
+                    fl_algos[i]->flags & FL_KEEPS_MOMENTUM ? " (*keeps momentum*)" : "");
+        fputs("\n\nIts own settings are in its section below, `algorithm.SECTION`.", m);
+    }
+    if (!m || fclose(m)) { /* no memory: the keys without their intro */
+        free(intro);
+        intro = NULL;
+    }
+    int n = sim_keys_print(f, "algorithm", intro, both, filter, markdown);
+    free(intro);
     for (int i = 0; fl_sections[i]; i++) {
         char pre[64];
         snprintf(pre, sizeof pre, "algorithm.%s", fl_sections[i]->name);
-        n += sim_keys_print(f, pre, fl_sections[i]->keys, filter, markdown);
+        n += sim_keys_print(f, pre, fl_sections[i]->doc, fl_sections[i]->keys, filter, markdown);
     }
     return n;
 }

@@ -13,11 +13,12 @@ typedef struct ditto_config {
 
 static const sim_key KEYS[] = {
         {"lambda", SIM_KEY_DOUBLE, offsetof(ditto_config, lambda), .dflt = "0.1", .lo = 0,
-         .hi = 1e3, .doc = "Ditto's proximal weight λ of the personal model to the global one"},
+         .hi = 1e3, .doc = "the proximal weight λ/2·‖v − w_g‖² of the personal model v"},
         {0},
 };
 
-const fl_section fl_ditto_section = {"ditto", KEYS, sizeof(ditto_config), NULL};
+const fl_section fl_ditto_section = {"ditto", KEYS, sizeof(ditto_config), NULL,
+                                     "Ditto; checked for the others."};
 
 /* Ditto: the FedAvg job on the global model, and E more epochs on the client's personal model v
  * (its private state, starting from the global model it first receives) with the proximal term
@@ -57,6 +58,7 @@ const fl_algo fl_ditto = {
         .name = "ditto",
         .summary = "Ditto: FedAvg and a personal model per client with a proximal term "
                    "lambda to the global one",
+        .doc = "FedAvg plus a personal model with a proximal term λ to the global one",
         .flags = FL_HAS_GLOBAL,
         .section = &fl_ditto_section,
         .server_new = fl_fedavg_new,

@@ -38,23 +38,25 @@ static const char *const ANNEAL[] = {"constant", "cosine", NULL};
 #define K(field) .offset = offsetof(fl_dmpfl_config, field)
 static const sim_key KEYS[] = {
         {"sparsity", SIM_KEY_DOUBLE, K(sparsity), .dflt = "0.5", .lo = 0, .hi = 0.999,
-         .doc = "S: the share of each masked tensor's weights pruned"},
+         .doc = "S: every masked layer keeps ⌈(1 − S)·n⌉ weights"},
         {"density_policy", SIM_KEY_CHOICE, K(policy), .dflt = "auto", .words = POLICIES,
-         .doc = "auto keeps the first layer dense for CNNs (uniform_skip_first), not for MLPs"},
+         .doc = "`uniform` (every conv/linear weight masked), `uniform_skip_first` (the first "
+                "layer dense), `auto` (skip the first layer of CNNs only); biases are never "
+                "masked"},
         {"iterations", SIM_KEY_INT, K(iterations), .dflt = "2", .lo = 0, .hi = 100000,
-         .doc = "I: repeats of phases 1, 2a, 2b over the rounds (0: phase 1 throughout)"},
+         .doc = "I; `0`: mask training throughout (the iter = 0 ablation)"},
         {"phase1", SIM_KEY_DOUBLE, K(phase1), .dflt = "0.5", .lo = 0, .hi = 1,
          .doc = "share of an iteration in phase 1 (mask training)"},
         {"phase2a", SIM_KEY_DOUBLE, K(phase2a), .dflt = "0.25", .lo = 0, .hi = 1,
-         .doc = "share in phase 2a (federated refinement; 2b gets the rest)"},
+         .doc = "share of an iteration in phase 2a (FedAvg under m_g; 2b gets the rest)"},
         {"alpha", SIM_KEY_DOUBLE, K(alpha), .dflt = "0.5", .lo = 0, .hi = 1,
-         .doc = "α_0, the readjust share of a layer's kept weights"},
+         .doc = "α_0, the share of a layer's kept weights readjusted"},
         {"anneal", SIM_KEY_CHOICE, K(anneal), .dflt = "cosine", .words = ANNEAL,
-         .doc = "α_t cosine-annealed over the rounds, or constant"},
+         .doc = "α_t = α_0/2·(1 + cos(π t/T)), or `constant`"},
         {"readjust_every", SIM_KEY_INT, K(readjust_every), .dflt = "1", .lo = 1, .hi = 100000,
-         .doc = "readjust on every this many phase-1 rounds"},
+         .doc = "readjust in phase-1 rounds t with t mod N = 0"},
         {"vote", SIM_KEY_DOUBLE, K(vote), .dflt = "0.3", .lo = 0, .hi = 1,
-         .doc = "m_g keeps positions chosen by more than this share of the clients"},
+         .doc = "m_g candidates: positions chosen by more than this share of the round's clients"},
         {"reset_private", SIM_KEY_BOOL, K(reset_private), .dflt = "false",
          .doc = "phase 2b starts from zero private weights (Algorithm 3 literally)"},
         {0},
@@ -78,7 +80,18 @@ static int dmpfl_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx,
     return SIM_OK;
 }
 
-const fl_section fl_dmpfl_section = {"dmpfl", KEYS, sizeof(fl_dmpfl_config), dmpfl_check};
+const fl_section fl_dmpfl_section = {
+        "dmpfl", KEYS, sizeof(fl_dmpfl_config), dmpfl_check,
+        "DM-PFL and DM-PFL+, spec 001; checked for the others. The rounds are cut into "
+        "`iterations` equal parts, each `phase1` of mask training (clients train w_c under m_c, "
+        "prune ⌈α_t·nnz⌉ weights of least magnitude per layer and regrow as many of largest "
+        "gradient, upload m_c and w_c ⊙ m_c; the server averages each position over the clients "
+        "that sent it, keeps the old value elsewhere, and keeps in m_g the largest |w_g| among "
+        "positions more than `vote` of the clients chose), `phase2a` of FedAvg of w_g under the "
+        "fixed m_g, and the rest of local training of the private weights (m_c − m_g) with one "
+        "download per client per phase and no upload. Messages are a bitmap of the mask (when the "
+        "receiver lacks it) and float32 values of the masked positions. A client's personal model "
+        "is w_g ⊙ (m_g ∩ m_c) + w_c ⊙ (m_c − m_g)."};
 
 /* DM-PFL's regrowth gradient batch; index: the job's batch stream */
 enum { RNG_GRAD_BATCH = 10 };
@@ -688,6 +701,8 @@ const fl_algo fl_dmpfl = {
         .name = "dmpfl",
         .summary = "DM-PFL: a sparse global model and sparse personal models sharing "
                    "weights through dual masks",
+        .doc = "DM-PFL: a sparse global model and sparse personal models sharing its weights "
+               "through dual masks",
         .flags = FL_HAS_GLOBAL,
         .section = &fl_dmpfl_section,
         .streams = STREAMS,
@@ -707,6 +722,8 @@ const fl_algo fl_dmpfl_plus = {
         .name = "dmpfl+",
         .summary = "DM-PFL+: DM-PFL choosing the personal or the global model per "
                    "test sample",
+        .doc = "DM-PFL choosing the personal or the global model per test sample; `acc_base_*` in "
+               "its metrics.tsv are DM-PFL's accuracies from the same run",
         .flags = FL_HAS_GLOBAL,
         .section = &fl_dmpfl_section,
         .streams = STREAMS,

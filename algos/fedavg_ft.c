@@ -16,11 +16,15 @@ typedef struct ft_config {
 
 static const sim_key KEYS[] = {
         {"epochs", SIM_KEY_INT, offsetof(ft_config, epochs), .dflt = "1", .lo = 1, .hi = 1000,
-         .doc = "FedAvg-FT's fine-tuning epochs before each client's evaluation"},
+         .doc = "the epochs each client fine-tunes the global model on its training samples before "
+                "it is evaluated, with the training's optimizer (`lr`, `momentum` from zero, "
+                "`weight_decay`, `clip`). pFedGate's paper fine-tunes 1 epoch; DM-PFL's fine-tunes "
+                "E (its local epochs)"},
         {0},
 };
 
-const fl_section fl_finetune_section = {"finetune", KEYS, sizeof(ft_config), NULL};
+const fl_section fl_finetune_section = {"finetune", KEYS, sizeof(ft_config), NULL,
+                                        "FedAvg-FT; checked for the others."};
 
 /* FedAvg's server, and the last client this process fine-tuned with the global model's version
  * it started from, and the result: a pure function of the two, reused for that client's shifted
@@ -101,6 +105,9 @@ const fl_algo fl_fedavg_ft = {
         .name = "fedavg-ft",
         .summary = "FedAvg-FT: FedAvg, each client evaluated after local epochs of "
                    "fine-tuning",
+        .doc = "FedAvg, each client evaluated after `finetune.epochs` epochs of fine-tuning on its "
+               "training samples; its metrics.tsv also has FedAvg's accuracy from the same run, "
+               "`acc_base_*`",
         .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM,
         .section = &fl_finetune_section,
         .server_new = ft_new,

@@ -73,7 +73,16 @@ static int fedopt_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx
     return SIM_OK;
 }
 
-const fl_section fl_fedopt_section = {"fedopt", KEYS, sizeof(fedopt_config), fedopt_check};
+const fl_section fl_fedopt_section = {
+        .name = "fedopt",
+        .keys = KEYS,
+        .size = sizeof(fedopt_config),
+        .check = fedopt_check,
+        .doc = "FedOpt's server optimizer (Reddi et al. 2021, Algorithm 2): clients run FedAvg's "
+               "job, the server steps on the mean update Δ by Adam, Yogi or Adagrad, "
+               "x += lr·m/(√v + tau), m and v from beta1 and beta2, no bias correction. "
+               "`algorithm.server_lr` must stay 1. Read for `fedopt`, checked for the others.",
+};
 
 typedef struct fedopt {
     fl_fedavg_server base; /* first: FedAvg's down, absorb and eval take a fedopt */

@@ -50,19 +50,21 @@ static const char *const THETA[] = {"prob", "binary", NULL};
 #define K(field) .offset = offsetof(pews_config, field)
 static const sim_key KEYS[] = {
         {"base", SIM_KEY_CHOICE, K(prox), .dflt = "fedavg", .words = BASES,
-         .doc = "the algorithm after the warmup (fedprox: with algorithm.mu)"},
+         .doc = "`fedavg` or `fedprox` (with `algorithm.mu`), after the warmup"},
         {"warmup", SIM_KEY_DOUBLE, K(tau), .dflt = "0.125", .lo = 0, .hi = 1, .unit = "of rounds",
-         .doc = "the warmup τ: its rounds are round(τ·rounds)"},
+         .doc = "τ: the warmup is the first round(τ·rounds) rounds"},
         {"mode", SIM_KEY_CHOICE, K(fixed), .dflt = "learned", .words = MODES,
-         .doc = "masks learned, or FedPeWS-Fixed's disjoint neuron groups"},
+         .doc = "`learned` masks, or `fixed`: client k trains the k-th of N contiguous groups of "
+                "every hidden layer (FedPeWS-Fixed)"},
         {"lambda", SIM_KEY_DOUBLE, K(lambda), .dflt = "1", .lo = 0, .hi = 1e6,
-         .doc = "weight of the mask-diversity reward"},
+         .doc = "weight λ of the mask-diversity reward"},
         {"mask_lr", SIM_KEY_DOUBLE, K(mask_lr), .dflt = "0.1", .lo = 0, .hi = 1e6,
-         .doc = "η_s, plain SGD on the neuron scores"},
+         .doc = "η_s, plain SGD on the scores"},
         {"score_init", SIM_KEY_DOUBLE, K(score_init), .dflt = "0", .lo = -100, .hi = 100,
-         .doc = "the scores' start (0: keep probability 0.5)"},
+         .doc = "initial scores (0: keep probability 0.5)"},
         {"theta", SIM_KEY_CHOICE, K(theta_binary), .dflt = "prob", .words = THETA,
-         .doc = "others' masks as σ(s) or as their last binary masks"},
+         .doc = "the others' masks as their probabilities σ(s), or `binary`: their last binary "
+                "masks"},
         {0},
 };
 #undef K
@@ -75,7 +77,15 @@ static int pews_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, 
     return SIM_OK;
 }
 
-const fl_section fl_pews_section = {"pews", KEYS, sizeof(pews_config), pews_check};
+const fl_section fl_pews_section = {
+        "pews", KEYS, sizeof(pews_config), pews_check,
+        "FedPeWS, spec 002; checked for the others. During the warmup each client draws neuron "
+        "masks from its scores s (Bernoulli(σ(s))), alternately steps s (on the loss and the "
+        "reward λ‖σ(s) − θ of the others‖²) and the weights of the subnetwork it kept, and uploads "
+        "that subnetwork only; the server averages each parameter over the clients that hold it. "
+        "Then the base algorithm runs on the full model. `masks.tsv` in the run folder has each "
+        "warmup round's mask density per client, unit and parameter coverage, and mean pairwise "
+        "overlap."};
 
 /* FedPeWS's mask samples; index: the job's batch stream */
 enum { RNG_MASKS = 9 };
@@ -596,6 +606,8 @@ const fl_algo fl_fedpews = {
         .version = FL_ALGO_VERSION,
         .name = "fedpews",
         .summary = "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
+        .doc = "a warmup in which clients learn and send personal subnetworks, then FedAvg or "
+               "FedProx",
         .flags = FL_HAS_GLOBAL,
         .section = &fl_pews_section,
         .streams = STREAMS,

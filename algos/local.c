@@ -120,6 +120,8 @@ const fl_algo fl_local = {
         .version = FL_ALGO_VERSION,
         .name = "local",
         .summary = "Local-only: each client trains alone, nothing is sent",
+        .doc = "local-only, no communication; with `width.by: capacity` each client trains its own "
+               "width's model",
         .flags = FL_KEEPS_MOMENTUM,
         .server_new = local_new,
         .server_free = local_free,

@@ -29,22 +29,28 @@ static void eval_default(const sim_key_ctx *ctx, char *buf, size_t n)
 #define K(field) .offset = offsetof(fl_pfedgate_config, field)
 static const sim_key KEYS[] = {
         {"s", SIM_KEY_STRING, K(s_text), .size = sizeof(((fl_pfedgate_config *)0)->s_text),
-         .dflt = "1", .doc = "the density budget in (0, 1], or capacity: each client's"},
+         .dflt = "1",
+         .doc = "density budget in (0, 1], or `capacity` (each client's `devices.capacity`)"},
         {"blocks", SIM_KEY_INT, K(blocks), .dflt = "5", .lo = 2, .hi = 64,
          .doc = "B, blocks per tensor"},
         {"split", SIM_KEY_CHOICE, K(code_split), .dflt = "paper", .words = SPLITS,
-         .doc = "a first block and B − 1 equal ones (paper), or B equal chunks (code)"},
+         .doc = "`paper`: the first block ⌈n·s_min⌉ and B−1 equal ones; `code`: B equal chunks"},
         {"paths", SIM_KEY_INT, K(paths), .dflt = "2", .lo = 1, .hi = 2,
-         .doc = "the gate's paths: 2 (paper) or 1 (the code's default)"},
+         .doc = "the gate's FC+BN paths: 2 (M and G apart, the paper's) or 1 shared (the code's "
+                "default)"},
         {"gate_lr", SIM_KEY_DOUBLE, K(gate_lr), .dflt = "0.1", .lo = 0, .hi = 1e3,
-         .doc = "the gating layer's lr"},
+         .doc = "the gate's learning rate (the model's is `lr`); both decay with `lr_decay`"},
         {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "10", .lo = 0, .hi = 1e9,
-         .doc = "gradient-norm clip, model and gate separately (0: none)"},
+         .doc = "gradient-norm clip, model and gate separately (`0`: none)"},
         {"aggregate", SIM_KEY_CHOICE, K(code_aggregate), .dflt = "paper", .words = AGGREGATE,
-         .doc = "per-block means over the clients that sent a block (paper), or dense (code)"},
+         .doc = "`paper`: each parameter averaged over the clients that sent it; `code`: Σ p_i Δ_i "
+                "with p over all clients"},
         {"eval", SIM_KEY_CHOICE, K(eval_global), .dflt = "own; global under async",
          .dflt_fn = eval_default, .words = EVAL,
-         .doc = "a client evaluated on its own trained copy, or on the new global model"},
+         .doc = "`own` (the released code's): a client whose update the aggregation just absorbed "
+                "is evaluated on its own trained copy (the global model it started from plus its "
+                "change), the others on the new global model; `global`: every client on the new "
+                "global model. `own` needs `federation.mode: sync`"},
         {0},
 };
 #undef K
@@ -68,8 +74,14 @@ static int pfedgate_check(void *block, const sim_yaml *map, const sim_key_ctx *c
     return SIM_OK;
 }
 
-const fl_section fl_pfedgate_section = {"pfedgate", KEYS, sizeof(fl_pfedgate_config),
-                                        pfedgate_check};
+const fl_section fl_pfedgate_section = {
+        "pfedgate", KEYS, sizeof(fl_pfedgate_config), pfedgate_check,
+        "pFedGate, spec 000; checked for the others. Every weight and bias tensor is cut into "
+        "`blocks` blocks, the first ⌈n·s_min⌉ long and always kept (s_min = min(max(1/B, 0.1), "
+        "s)); per batch the client's gate scores the blocks and the largest-scoring ones that fit "
+        "the budget are kept and scaled (the released code's greedy selection per group of linear "
+        "and other layers). Up goes the change of the blocks used over the job; the gate stays on "
+        "the client."};
 
 static const fl_pfedgate_config *conf(const fl_env *env)
 {
@@ -744,6 +756,8 @@ const fl_algo fl_pfedgate = {
         .name = "pfedgate",
         .summary = "pFedGate: a private gate picks each batch's blocks under the client's "
                    "density budget",
+        .doc = "a private gate picks, batch by batch, the blocks of the shared model each client "
+               "trains under its density budget",
         .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_NEEDS_BATCH2,
         .section = &fl_pfedgate_section,
         .server_new = pfedgate_new,

@@ -58,22 +58,29 @@ static void embed_default(const sim_key_ctx *ctx, char *buf, size_t n)
 #define K(field) .offset = offsetof(pfedhn_config, field)
 static const sim_key PFEDHN_KEYS[] = {
         {"embed", SIM_KEY_INT, K(embed), .dflt = "1 + clients/4", .dflt_fn = embed_default, .lo = 1,
-         .hi = 4096, .doc = "d_e, the clients' embedding size"},
+         .hi = 4096, .doc = "the embedding width"},
         {"hidden", SIM_KEY_INT, K(hidden), .dflt = "100", .lo = 1, .hi = 4096,
-         .doc = "d_h, the hyper-network's hidden width"},
+         .doc = "the encoder's width"},
         {"layers", SIM_KEY_INT, K(layers), .dflt = "1", .lo = 0, .hi = PFEDHN_MAX_LAYERS,
-         .doc = "hidden layers after the first"},
+         .doc = "the encoder's (ReLU, linear) pairs after its first linear layer"},
         {"lr", SIM_KEY_DOUBLE, K(lr), .dflt = "0.1", .lo = 0, .hi = 1e3,
-         .doc = "the hyper-network's SGD step"},
+         .doc = "the hyper-network's plain SGD step on the mean over the round's replies of the "
+                "pFedHN gradient (generated − trained body through the generator)"},
         {"clip", SIM_KEY_DOUBLE, K(clip), .dflt = "50", .lo = 0, .hi = 1e9,
-         .doc = "its gradient-norm clip (0: none)"},
+         .doc = "that gradient's norm clipped to this (0: none)"},
         {"eval", SIM_KEY_CHOICE, K(eval_trained), .dflt = "generated", .words = PFEDHN_EVAL,
-         .doc = "a client evaluated on the model generated for it now, or its last job's"},
+         .doc = "`generated`: a client is evaluated on the body generated for it now with its head "
+                "(the pFedHN paper); `trained`: on the model its last job left (FLGo's logger)"},
         {0},
 };
 #undef K
 
-const fl_section fl_pfedhn_section = {"pfedhn", PFEDHN_KEYS, sizeof(pfedhn_config), NULL};
+const fl_section fl_pfedhn_section = {
+        "pfedhn", PFEDHN_KEYS, sizeof(pfedhn_config), NULL,
+        "pFedHN; checked for the others; defaults FLGo's, which Pa3dFL's Table 1 ran. The encoder "
+        "is a linear layer from the embedding, then `layers` × (ReLU, linear) at width `hidden`; a "
+        "linear generator maps its output to the body (every tensor but the last layer's). A job "
+        "costs FedPer's FLOPs; both messages carry the body."};
 
 /* pFedHN's hyper-network initialization; index 0 */
 enum { RNG_PFEDHN = 13 };
@@ -626,6 +633,7 @@ const fl_algo fl_fedper = {
         .version = FL_ALGO_VERSION,
         .name = "fedper",
         .summary = "FedPer: FedAvg of the body, a personal head per client",
+        .doc = "FedAvg of the body, personal head",
         .flags = FL_HAS_GLOBAL,
         .server_new = fedper_new,
         .server_free = split_free,
@@ -642,6 +650,8 @@ const fl_algo fl_lgfedavg = {
         .name = "lg-fedavg",
         .summary = "LG-FedAvg: a personal body (local representation) per client, "
                    "FedAvg of the head",
+        .doc = "personal body, FedAvg of the head: the linear layers of a CNN, the last layer of "
+               "an MLP",
         .flags = FL_HAS_GLOBAL,
         .server_new = lg_new,
         .server_free = split_free,
@@ -658,6 +668,8 @@ const fl_algo fl_fedrep = {
         .name = "fedrep",
         .summary = "FedRep: FedPer's split; the head trained first with the body frozen, "
                    "then the body with the head frozen",
+        .doc = "FedPer's split; each job trains the head for the local epochs with the body "
+               "frozen, then the body with the head frozen: ≈ 4/3 of FedPer's FLOPs",
         .flags = FL_HAS_GLOBAL,
         .server_new = fedper_new,
         .server_free = split_free,
@@ -674,6 +686,8 @@ const fl_algo fl_pfedhn = {
         .name = "pfedhn",
         .summary = "pFedHN: a server hyper-network generates each client's body from its "
                    "embedding; personal head",
+        .doc = "pFedHN: a server-side hyper-network generates each client's body from its "
+               "embedding; the head stays with the client; no global model",
         .flags = 0,
         .section = &fl_pfedhn_section,
         .streams = STREAMS,

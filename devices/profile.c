@@ -411,6 +411,47 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
     return sim_yaml_check_used(node, err);
 }
 
+const char dev_profile_doc[] =
+        "A device profile, in the catalog or under `devices.profiles`. `compute`, `up`, `down`, "
+        "`latency` and `memory` are required without `base`, and may be per-client "
+        "distributions: `{lognormal: 20 Mbps, sigma: 0.5, min: 1 Mbps}` (median, log-space "
+        "sigma, optional clamps) or `{uniform: [5 Mbps, 50 Mbps]}`. Trace files hold `<time with "
+        "unit> <value>` lines, `#` comments and an optional `loop <period>` line (see "
+        "`devices/trace.h`). A client whose device memory cannot hold the training job is never "
+        "selected (counted as excluded). `fedsim calibrate` fits `mem_bandwidth`, "
+        "`step_overhead` and `compute` for a model on the machine it runs on.";
+
+/* read_profile reads each by its own rules (a value or a distribution, a trace) */
+const sim_key dev_profile_keys[] = {
+        {"base", SIM_KEY_STRING, .custom = 1,
+         .doc = "`devices.profiles` only: the catalog profile this one starts from; the keys "
+                "given override its own"},
+        {"compute", SIM_KEY_FLOPS, .custom = 1, .doc = "FLOP/s"},
+        {"up", SIM_KEY_RATE, .custom = 1, .doc = "upload bandwidth (bit/s)"},
+        {"down", SIM_KEY_RATE, .custom = 1, .doc = "download bandwidth (bit/s)"},
+        {"latency", SIM_KEY_TIME, .custom = 1, .doc = "per transfer (may be 0)"},
+        {"memory", SIM_KEY_SIZE, .custom = 1, .doc = "what a training job may use"},
+        {"capacity", SIM_KEY_STRING, .custom = 1, .dflt = "auto",
+         .doc = "the client's share of the full model's cost, in (0, 1], or `auto` (see "
+                "`devices.capacity`)"},
+        {"sparse_eff", SIM_KEY_DOUBLE, .custom = 1, .dflt = "0", .lo = 0, .hi = 1,
+         .doc = "how much of unstructured sparsity becomes speed; the FLOPs skipped are not "
+                "counted in `client_flops` either"},
+        {"mem_bandwidth", SIM_KEY_RATE, .custom = 1, .dflt = "none",
+         .doc = "a rate, `10 GB/s` or `80 Gbps`: the activation bytes a job's passes write take "
+                "8 × bytes / mem_bandwidth more; they shrink with a narrow model's width where its "
+                "FLOPs shrink with the width squared; adds time, not `client_flops`"},
+        {"step_overhead", SIM_KEY_TIME, .custom = 1, .dflt = "0",
+         .doc = "what each SGD step takes beyond its FLOPs and activations, the work that does not "
+                "shrink with a narrow or sparse model; adds time, not `client_flops`"},
+        {"availability", SIM_KEY_MAP, .custom = 1, .dflt = "always",
+         .doc = "`always`; `{kind: markov, mean_on: 30 min, mean_off: 1 h}`; `{kind: trace, "
+                "file: F, loop: 24 h, offset: random}`"},
+        {"speed", SIM_KEY_MAP, .custom = 1, .dflt = "none",
+         .doc = "`{file: F}`: a speed-factor trace"},
+        {0},
+};
+
 int dev_profile_from_yaml(dev_profile *out, const sim_yaml *node, const dev_profile *base,
                           sim_err *err)
 {

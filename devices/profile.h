@@ -53,6 +53,7 @@
 #include "devices/avail.h"
 #include "devices/trace.h"
 #include "sim/base.h"
+#include "sim/keys.h"
 #include "sim/rng.h"
 #include "sim/units.h"
 #include "sim/yaml.h"
@@ -178,6 +179,12 @@ int dev_profile_has_dist(const dev_profile *p);
  * out->name is left to the caller (base's name, or ""). On error out is zeroed. out != base. */
 int dev_profile_from_yaml(dev_profile *out, const sim_yaml *node, const dev_profile *base,
                           sim_err *err);
+
+/* A profile's keys, for the docs (`fedsim keys devices.profiles`, scenarios/README.md): every one
+ * is custom, dev_profile_from_yaml reading each by its own rules; and what the docs say above
+ * them. */
+extern const sim_key dev_profile_keys[];
+extern const char dev_profile_doc[];
 
 /* One client's concrete profile: out = spec with every distribution drawn from r (in dev_field
  * order, one or two numbers per distributed field) and set FIXED. out must be destroyed. */

@@ -44,7 +44,8 @@ typedef struct sim_command {
 } sim_command;
 
 extern const sim_command sim_cmd_run, sim_cmd_resume, sim_cmd_check, sim_cmd_sweep, sim_cmd_plot,
-        sim_cmd_summary, sim_cmd_devices, sim_cmd_events, sim_cmd_calibrate, sim_cmd_train;
+        sim_cmd_summary, sim_cmd_devices, sim_cmd_keys, sim_cmd_events, sim_cmd_calibrate,
+        sim_cmd_train;
 
 /* sim/cmd.c ------------------------------------------------------------------------------- */
 

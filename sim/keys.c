@@ -6,6 +6,7 @@
  */
 #include "sim/keys.h"
 
+#include <assert.h>
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -101,6 +102,10 @@ static int parse(const sim_key *k, const sim_yaml *node, void *block, int range,
         if (strlen(str) >= k->size) return sim_yaml_fail(node, err, "%s: value too long", k->name);
         memcpy(at, str, strlen(str) + 1);
         return SIM_OK;
+    case SIM_KEY_LIST:
+    case SIM_KEY_MAP:
+        assert(!"a list or map key is read by its section's own code");
+        return SIM_OK;
     case SIM_KEY_CHOICE:
         if ((rc = sim_yaml_str(node, k->name, &str, err))) return rc;
         if (strlen(str) >= 64) return sim_yaml_fail(node, err, "%s: value too long", k->name);
@@ -142,12 +147,20 @@ int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_k
     c.config = block;
     int rc = SIM_OK;
     for (const sim_key *k = keys; k->name && !rc; k++)
-        rc = sim_keys_read(k, block, s, &c, err);
+        if (!k->custom) rc = sim_keys_read(k, block, s, &c, err);
     return rc;
 }
 
-static const char *const TYPES[] = {"int",  "int",  "number", "bool",  "choice",
-                                    "size", "rate", "time",   "FLOPS", "string"};
+const sim_key *sim_keys_find(const sim_key *keys, const char *name)
+{
+    for (const sim_key *k = keys; k->name; k++)
+        if (!strcmp(k->name, name)) return k;
+    assert(!"no such key in the table");
+    return NULL;
+}
+
+static const char *const TYPES[] = {"int",  "int",  "number", "bool",   "choice", "size",
+                                    "rate", "time", "FLOPS",  "string", "list",   "map"};
 
 /* k's range or words, as text */
 static void range_text(const sim_key *k, char *buf, size_t n)
@@ -158,13 +171,53 @@ static void range_text(const sim_key *k, char *buf, size_t n)
             snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", k->words[i]);
     } else if ((k->type == SIM_KEY_INT || k->type == SIM_KEY_LONG || k->type == SIM_KEY_DOUBLE) &&
                k->lo < k->hi) {
-        snprintf(buf, n, "[%.10g, %.10g]", k->lo, k->hi);
+        if (k->hi >= (double)LONG_MAX) /* "[0, 9.223372037e+18]" says less than this */
+            snprintf(buf, n, ">= %.10g", k->lo);
+        else
+            snprintf(buf, n, "[%.10g, %.10g]", k->lo, k->hi);
     }
     if (k->unit) snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? " " : "", k->unit);
 }
 
-int sim_keys_print(FILE *f, const char *prefix, const sim_key *keys, const char *filter,
-                   int markdown)
+/* text as a Markdown table cell: a '|' would end the cell */
+static void cell(FILE *f, const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        if (*c == '|') fputc('\\', f);
+        fputc(*c, f);
+    }
+}
+
+/* One line of text (up to its end or a newline) wrapped at word boundaries to lines of at most 100
+ * columns, each indented by indent spaces (a word longer than a line has a line of its own);
+ * columns count UTF-8 characters. Returns where the line ended. */
+static const char *wrap_line(FILE *f, const char *p, int indent)
+{
+    while (*p && *p != '\n') {
+        while (*p == ' ')
+            p++;
+        const char *end = p, *cut = NULL;
+        for (int cols = indent; *end && *end != '\n' && cols <= 100; end++) {
+            if (*end == ' ') cut = end;
+            if ((*end & 0xC0) != 0x80) cols++;
+        }
+        if (!*end || *end == '\n') cut = end;
+        if (!cut || cut == p) cut = p + strcspn(p, " \n");
+        if (cut > p) fprintf(f, "%*s%.*s\n", indent, "", (int)(cut - p), p);
+        p = cut;
+    }
+    return p;
+}
+
+/* text wrapped as above, line by line */
+static void wrap(FILE *f, const char *text, int indent)
+{
+    for (const char *p = text; *p;)
+        if (*(p = wrap_line(f, p, indent)) == '\n') p++;
+}
+
+int sim_keys_print(FILE *f, const char *prefix, const char *intro, const sim_key *keys,
+                   const char *filter, int markdown)
 {
     int count = 0;
     for (const sim_key *k = keys; k->name; k++) {
@@ -172,18 +225,42 @@ int sim_keys_print(FILE *f, const char *prefix, const sim_key *keys, const char 
         snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
         if (filter && strncmp(full, filter, strlen(filter))) continue;
         range_text(k, range, sizeof range);
-        const char *d = k->dflt ? k->dflt : "-";
-        if (!markdown) {
-            fprintf(f, "%-36s %-7s %-18s %-26s %s\n", full, TYPES[k->type], d, range,
-                    k->doc ? k->doc : "");
+        const char *doc = k->doc ? k->doc : "";
+        if (!count && markdown) {
+            if (prefix[0])
+                fprintf(f, "\n### `%s`\n\n", prefix);
+            else
+                fputs("\n### Top level\n\n", f);
+            if (intro) fprintf(f, "%s\n\n", intro);
+            fputs("| key | type | default | range | what |\n|---|---|---|---|---|\n", f);
+        } else if (!count) {
+            fprintf(f, "\n%s\n", prefix[0] ? prefix : "top level");
+            if (intro) wrap(f, intro, 2);
+        }
+        if (markdown) {
+            fprintf(f, "| `%s` | %s | ", k->name, TYPES[k->type]);
+            if (!k->dflt) {
+                fputs("-", f);
+            } else if (k->dflt_fn) { /* words saying what it depends on */
+                cell(f, k->dflt);
+            } else {
+                fputc('`', f);
+                cell(f, k->dflt);
+                fputc('`', f);
+            }
+            fputs(" | ", f);
+            cell(f, range);
+            fputs(" | ", f);
+            cell(f, doc);
+            fputs(" |\n", f);
         } else {
-            if (!count)
-                fprintf(f,
-                        "\n### `%s`\n\n| key | type | default | range | what |\n"
-                        "|---|---|---|---|---|\n",
-                        prefix[0] ? prefix : "(top level)");
-            fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->name, TYPES[k->type], d, range,
-                    k->doc ? k->doc : "");
+            char line[1024];
+            int n = snprintf(line, sizeof line, "  %-34s %-7s %-20s %s", full, TYPES[k->type],
+                             k->dflt ? k->dflt : "-", range);
+            while (n > 0 && (size_t)n < sizeof line && line[n - 1] == ' ')
+                line[--n] = 0;
+            fprintf(f, "%s\n", line);
+            wrap(f, doc, 6);
         }
         count++;
     }

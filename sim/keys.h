@@ -29,6 +29,8 @@ typedef enum sim_key_type {
     SIM_KEY_TIME,   /* sim_time ns: "40 ms"; "none" is 0 */
     SIM_KEY_FLOPS,  /* double FLOP/s: "8 GFLOPS" */
     SIM_KEY_STRING, /* char[size] */
+    SIM_KEY_LIST,   /* for the docs: a list its section's own code reads (custom) */
+    SIM_KEY_MAP,    /* for the docs: a map its section's own code reads (custom) */
 } sim_key_type;
 
 /* What a default may depend on besides the keys read before it. */
@@ -53,7 +55,11 @@ typedef struct sim_key {
     double lo, hi;            /* SIM_KEY_INT, LONG, DOUBLE: the range a given value must be in */
     const char *const *words; /* SIM_KEY_CHOICE: NULL-terminated */
     const char *unit;         /* for the docs: what the number counts ("rounds", "share") */
-    const char *doc;          /* one line */
+    const char *doc;          /* what it does: a line, or a paragraph (Markdown: `code`) */
+    /* Read by its section's own code, where and when it applies (a key of one dataset kind, of
+     * one federation mode, a list): sim_keys_load skips it, sim_keys_read reads it when that
+     * code asks (not a LIST or MAP), and the docs list it with the rest. */
+    int custom;
 } sim_key;
 
 /* A map being read: the document (defaults are written into it), the map (NULL until a default
@@ -76,15 +82,20 @@ void sim_keys_put(sim_keys_map *s, const char *key, const char *text);
  * without dflt_fn. */
 int sim_keys_read(const sim_key *k, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
                   sim_err *err);
-/* Every key of a table ending with a key whose name is NULL, in order, into block; ctx->config is
- * set to block. */
+/* Every key of a table ending with a key whose name is NULL, in order, into block, the custom
+ * ones aside; ctx->config is set to block. */
 int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
                   sim_err *err);
 
-/* The keys of one table under a dotted prefix ("algorithm.spafl"), those whose full name starts
- * with filter (NULL: all): a line each with type, default, range or words, unit and doc, or a
- * Markdown table (a heading line "### prefix" first). Returns how many keys were printed. */
-int sim_keys_print(FILE *f, const char *prefix, const sim_key *keys, const char *filter,
-                   int markdown);
+/* The key called name in keys; asserts there is one. */
+const sim_key *sim_keys_find(const sim_key *keys, const char *name);
+
+/* The keys of one table under a dotted prefix ("algorithm.spafl"; "" for the top level), those
+ * whose full name starts with filter (NULL: all), after a heading and intro (what the section
+ * is, NULL: none) when any is printed: for a terminal, a line each with type, default, range or
+ * words and unit, its doc wrapped below; or Markdown ("### `prefix`", the intro, a table).
+ * Returns how many keys were printed. */
+int sim_keys_print(FILE *f, const char *prefix, const char *intro, const sim_key *keys,
+                   const char *filter, int markdown);
 
 #endif /* SIM_KEYS_H */

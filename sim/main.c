@@ -19,8 +19,9 @@
 
 /* Every command, in the order `fedsim help` lists them. */
 static const sim_command *const commands[] = {
-        &sim_cmd_run,     &sim_cmd_resume,  &sim_cmd_check,  &sim_cmd_sweep,     &sim_cmd_plot,
-        &sim_cmd_summary, &sim_cmd_devices, &sim_cmd_events, &sim_cmd_calibrate, &sim_cmd_train,
+        &sim_cmd_run,    &sim_cmd_resume,    &sim_cmd_check,   &sim_cmd_sweep,
+        &sim_cmd_plot,   &sim_cmd_summary,   &sim_cmd_devices, &sim_cmd_keys,
+        &sim_cmd_events, &sim_cmd_calibrate, &sim_cmd_train,
 };
 
 static const char help_head[] =
@@ -34,7 +35,7 @@ static const char help_head[] =
 
 static const char help_tail[] =
         "\n"
-        "Scenario keys and their defaults: scenarios/README.md.\n"
+        "Scenario keys and their defaults: fedsim keys [PREFIX], and scenarios/README.md.\n"
         "\n"
         "environment:\n"
         "  OPENBLAS_CORETYPE  OpenBLAS's kernels. Unset, fedsim runs on OpenBLAS's own choice,\n"

@@ -10,6 +10,7 @@
 #include "devices/catalog.h"
 #include "sim/checkpoint.h"
 #include "sim/keys.h"
+#include "sim/scenario_keys.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,70 +31,22 @@ const char *sim_default_catalog(void)
 /* Reading one section: the map, the dotted prefix used to write defaults back, the document. */
 typedef sim_keys_map section;
 
-/* Write a default into the tree (so the resolved file shows it) and mark it used. */
-static void put_default(section *s, const char *key, const char *text)
+/* Key `name` of table keys into block, its default in ctx (NULL: none) with block as the block
+ * being filled: the keys a section reads only where they apply (sim/scenario_keys.h). */
+static int read_key(const sim_key *keys, const char *name, void *block, section *s,
+                    const sim_key_ctx *ctx, sim_err *err)
 {
-    sim_keys_put(s, key, text);
+    sim_key_ctx c = ctx ? *ctx : (sim_key_ctx){0};
+    c.config = block;
+    return sim_keys_read(sim_keys_find(keys, name), block, s, &c, err);
 }
 
-/* One key of the types below, through the key-table loader (sim/keys.h). */
-static int get_key(section *s, sim_key k, void *out, sim_err *err)
+/* The same with the table's key changed where a case reads it otherwise (a scheme's own range
+ * or default): k is that copy. */
+static int read_changed(sim_key k, void *block, section *s, sim_err *err)
 {
-    return sim_keys_read(&k, out, s, NULL, err);
-}
-
-static int get_long(section *s, const char *key, long lo, long hi, long dflt, long *out,
-                    sim_err *err)
-{
-    char t[32];
-    snprintf(t, sizeof t, "%ld", dflt);
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_LONG, .dflt = t, .lo = lo, .hi = hi},
-                   out, err);
-}
-
-static int get_int(section *s, const char *key, long lo, long hi, long dflt, int *out, sim_err *err)
-{
-    char t[32];
-    snprintf(t, sizeof t, "%ld", dflt);
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_INT, .dflt = t, .lo = lo, .hi = hi},
-                   out, err);
-}
-
-static int get_double(section *s, const char *key, double lo, double hi, double dflt, double *out,
-                      sim_err *err)
-{
-    char t[32];
-    snprintf(t, sizeof t, "%.17g", dflt);
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_DOUBLE, .dflt = t, .lo = lo, .hi = hi},
-                   out, err);
-}
-
-static int get_bool(section *s, const char *key, int dflt, int *out, sim_err *err)
-{
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_BOOL, .dflt = dflt ? "true" : "false"},
-                   out, err);
-}
-
-/* A time that may be absent (0) or "none". */
-static int get_time(section *s, const char *key, sim_time *out, sim_err *err)
-{
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_TIME, .dflt = "none"}, out, err);
-}
-
-static int get_str(section *s, const char *key, const char *dflt, char *out, size_t size,
-                   sim_err *err)
-{
-    return get_key(s, (sim_key){.name = key, .type = SIM_KEY_STRING, .size = size, .dflt = dflt},
-                   out, err);
-}
-
-/* One of a fixed list of words. */
-static int get_choice(section *s, const char *key, const char *const *words, int dflt, int *out,
-                      sim_err *err)
-{
-    return get_key(
-            s, (sim_key){.name = key, .type = SIM_KEY_CHOICE, .dflt = words[dflt], .words = words},
-            out, err);
+    sim_key_ctx c = {.config = block};
+    return sim_keys_read(&k, block, s, &c, err);
 }
 
 /* A sub-map (created empty when absent, so defaults can be written into it). */
@@ -192,57 +145,53 @@ static void absolutize_traces(const sim_yaml *profiles)
 
 /* ---------------------------------------------------------------------------------------- */
 
-static const char *const DATASETS[] = {"fashion-mnist",
-                                       "synth-pews-32k",
-                                       "synth-pews-3.2k",
-                                       "leaf-synthetic",
-                                       "idx",
-                                       "cifar10",
-                                       NULL};
-
 /* The dataset. Its keys are all read, and checked for typos, before a file is opened; its
  * inputs are then multiplied by `scale` (SpaFL's code feeds raw 0–255 pixels: 255). */
 static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *err)
 {
     static const char *const idx_keys[4] = {"train_images", "train_labels", "test_images",
                                             "test_labels"};
+    const sim_key *keys = sim_keys_dataset;
     char pre[64];
     section s = sub(root, "dataset", pre, sizeof pre);
-    int rc = need_map(&s, "dataset", err), which = 0;
-    if (!rc) rc = get_choice(&s, "name", DATASETS, 0, &which, err);
+    sim_dataset_keys dk = {0};
+    int rc = need_map(&s, "dataset", err);
+    if (!rc) rc = read_key(keys, "name", &dk, &s, NULL, err);
     if (rc) return rc;
+    int which = dk.name;
     *natural = 0;
     uint64_t seed = sc->spec.seed;
     const sim_yaml *given[4] = {NULL}; /* the keys naming files, as written (NULL: left out) */
-    char raw[4][512] = {""}, path[4][512];
-    int clients = 0;
-    double alpha = 0, beta = 0, test_frac = 0, scale;
+    const char *raw[4] = {dk.dir};
+    char path[4][512];
     switch (which) {
     case 0:
         given[0] = sim_yaml_get(s.map, "dir");
-        rc = get_str(&s, "dir", "/usr/share/datasets/fashion-mnist", raw[0], sizeof raw[0], err);
+        rc = read_key(keys, "dir", &dk, &s, NULL, err);
         break;
     case 3:
-        if ((rc = get_int(&s, "clients", 1, 100000, 30, &clients, err)) ||
-            (rc = get_double(&s, "alpha", 0, 100, 1, &alpha, err)) ||
-            (rc = get_double(&s, "beta", 0, 100, 1, &beta, err)))
+        if ((rc = read_key(keys, "clients", &dk, &s, NULL, err)) ||
+            (rc = read_key(keys, "alpha", &dk, &s, NULL, err)) ||
+            (rc = read_key(keys, "beta", &dk, &s, NULL, err)))
             break;
-        rc = get_double(&s, "test_fraction", 0, 0.9, 0.2, &test_frac, err);
+        rc = read_key(keys, "test_fraction", &dk, &s, NULL, err);
         break;
     case 4:
         for (int i = 0; i < 4 && !rc; i++) {
-            const char *v;
-            if ((given[i] = sim_yaml_get(s.map, idx_keys[i])) &&
-                !(rc = sim_yaml_str(given[i], idx_keys[i], &v, err)))
-                snprintf(raw[i], sizeof raw[i], "%s", v);
+            given[i] = sim_yaml_get(s.map, idx_keys[i]);
+            rc = read_key(keys, idx_keys[i], &dk, &s, NULL, err); /* no default */
+            raw[i] = dk.idx[i];
         }
         break;
-    case 5:
+    case 5: {
         given[0] = sim_yaml_get(s.map, "dir");
-        rc = get_str(&s, "dir", NULL, raw[0], sizeof raw[0], err);
+        sim_key dir = *sim_keys_find(keys, "dir");
+        dir.dflt = NULL; /* cifar10 has no folder of its own */
+        rc = read_changed(dir, &dk, &s, err);
         break;
     }
-    if (rc || (rc = get_double(&s, "scale", 1e-9, 1e9, 1, &scale, err)) ||
+    }
+    if (rc || (rc = read_key(keys, "scale", &dk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
     switch (which) {
@@ -257,8 +206,8 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
         break;
     case 3:
         *natural = 1;
-        rc = nn_synth_leaf_make(&sc->train, &sc->test, clients, alpha, beta, 60, 10, seed,
-                                test_frac, err);
+        rc = nn_synth_leaf_make(&sc->train, &sc->test, dk.clients, dk.alpha, dk.beta, 60, 10, seed,
+                                dk.test_fraction, err);
         break;
     case 4:
         for (int i = 0; i < 4; i++) {
@@ -294,16 +243,13 @@ static int load_dataset(sim_scenario *sc, section *root, int *natural, sim_err *
         rc = file_error(sc, &s, "dir", given[0], rc, err);
     }
     }
-    if (rc || scale == 1) return rc;
+    if (rc || dk.scale == 1) return rc;
     nn_dataset *d[2] = {&sc->train, &sc->test};
     for (int k = 0; k < 2; k++)
         for (size_t j = 0; j < (size_t)d[k]->n * (size_t)nn_dataset_features(d[k]); j++)
-            d[k]->x[j] = (float)(d[k]->x[j] * scale);
+            d[k]->x[j] = (float)(d[k]->x[j] * dk.scale);
     return SIM_OK;
 }
-
-static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards",  "natural",
-                                      "file", "sizes",     "classes", NULL};
 
 /* `groups: [[0, 2], [1, 3]]`: client k gets the classes of the k-th list (a class several
  * clients list is cut between them). */
@@ -350,15 +296,17 @@ static int classes_partition(sim_scenario *sc, section *s, sim_err *err)
 
 /* Clients that have only a sample count, no data: for cost-only studies of populations far
  * larger than any dataset. Counts are `samples`, or lognormal around it with `sigma`. */
-static int sizes_partition(sim_scenario *sc, section *s, sim_err *err)
+static int sizes_partition(sim_scenario *sc, section *s, sim_partition_keys *pk, sim_err *err)
 {
-    int clients, samples;
-    double sigma;
+    sim_key many = *sim_keys_find(sim_keys_partition, "clients");
+    many.hi = 100000000; /* no data to split: as many clients as one wants to price */
     int rc;
-    if ((rc = get_int(s, "clients", 1, 100000000, 100, &clients, err)) ||
-        (rc = get_int(s, "samples", 1, 100000000, 600, &samples, err)) ||
-        (rc = get_double(s, "sigma", 0, 10, 0, &sigma, err)))
+    if ((rc = read_changed(many, pk, s, err)) ||
+        (rc = read_key(sim_keys_partition, "samples", pk, s, NULL, err)) ||
+        (rc = read_key(sim_keys_partition, "sigma", pk, s, NULL, err)))
         return rc;
+    int clients = pk->clients, samples = pk->samples;
+    double sigma = pk->sigma;
     nn_partition *p = &sc->part;
     p->n_clients = clients;
     p->n = sim_xmalloc(sizeof(int) * (size_t)clients);
@@ -376,28 +324,28 @@ static int sizes_partition(sim_scenario *sc, section *s, sim_err *err)
  * typos, before the split is made (and a partition file opened). */
 static int load_partition(sim_scenario *sc, section *root, int natural, int cost_only, sim_err *err)
 {
+    const sim_key *keys = sim_keys_partition;
     char pre[64];
     section s = sub(root, "partition", pre, sizeof pre);
-    int rc = need_map(&s, "partition", err), scheme = 0, clients = 0, min_size = 0, shards = 0,
-        from_train;
-    double alpha = 0, local_test, local_val;
-    if (rc || (rc = get_choice(&s, "scheme", SCHEMES, natural ? 3 : 0, &scheme, err))) return rc;
+    sim_partition_keys pk = {.natural = natural};
+    int rc = need_map(&s, "partition", err);
+    if (rc || (rc = read_key(keys, "scheme", &pk, &s, NULL, err))) return rc;
+    int scheme = pk.scheme;
     uint64_t seed = sc->spec.seed;
     const sim_yaml *file_key = NULL; /* scheme file: the key naming it, as written */
-    char file[512] = "";
     switch (scheme) {
     case 0:
-        rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err);
+        rc = read_key(keys, "clients", &pk, &s, NULL, err);
         break;
     case 1:
-        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err)) ||
-            (rc = get_double(&s, "alpha", 1e-6, 1e6, 0.5, &alpha, err)))
+        if ((rc = read_key(keys, "clients", &pk, &s, NULL, err)) ||
+            (rc = read_key(keys, "alpha", &pk, &s, NULL, err)))
             break;
-        rc = get_int(&s, "min_size", 0, 1000000, 10, &min_size, err);
+        rc = read_key(keys, "min_size", &pk, &s, NULL, err);
         break;
     case 2:
-        if ((rc = get_int(&s, "clients", 1, 10000000, 100, &clients, err))) break;
-        rc = get_int(&s, "shards", 1, 1000, 2, &shards, err);
+        if ((rc = read_key(keys, "clients", &pk, &s, NULL, err))) break;
+        rc = read_key(keys, "shards", &pk, &s, NULL, err);
         break;
     case 3:
         if (!sc->train.group)
@@ -407,26 +355,32 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
         break;
     case 4:
         if ((file_key = sim_yaml_get(s.map, "file")))
-            rc = get_str(&s, "file", NULL, file, sizeof file, err);
+            rc = read_key(keys, "file", &pk, &s, NULL, err);
         break;
-    case 5:
+    case 5: {
         if (!cost_only)
             return sim_yaml_fail(sim_yaml_get(s.map, "scheme"), err,
                                  "scheme: sizes has no data to train on; it needs cost_only: true");
-        if ((rc = sizes_partition(sc, &s, err)) ||
-            (rc = get_double(&s, "local_test", 0, 0, 0, &local_test, err)) ||
-            (rc = get_double(&s, "local_val", 0, 0, 0, &local_val, err)))
+        /* no samples, so no local splits: 0 is the only share */
+        sim_key test = *sim_keys_find(keys, "local_test"), val = *sim_keys_find(keys, "local_val");
+        test.hi = val.hi = 0;
+        test.dflt = val.dflt = "0";
+        if ((rc = sizes_partition(sc, &s, &pk, err)) || (rc = read_changed(test, &pk, &s, err)) ||
+            (rc = read_changed(val, &pk, &s, err)))
             return rc;
-        return get_bool(&s, "local_test_from_train", 0, &from_train, err);
+        return read_key(keys, "local_test_from_train", &pk, &s, NULL, err);
+    }
     case 6:
         sim_yaml_get(s.map, "groups"); /* read with the split */
         break;
     }
-    if (rc || (rc = get_double(&s, "local_test", 0, 0.9, 0.2, &local_test, err)) ||
-        (rc = get_bool(&s, "local_test_from_train", 0, &from_train, err)) ||
-        (rc = get_double(&s, "local_val", 0, 0.9, 0, &local_val, err)) ||
+    if (rc || (rc = read_key(keys, "local_test", &pk, &s, NULL, err)) ||
+        (rc = read_key(keys, "local_test_from_train", &pk, &s, NULL, err)) ||
+        (rc = read_key(keys, "local_val", &pk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
+    int clients = pk.clients, from_train = pk.local_test_from_train;
+    double local_test = pk.local_test, local_val = pk.local_val;
     if (local_val > 0 && !(local_test > 0))
         return sim_yaml_fail(sim_yaml_get(s.map, "local_val"), err,
                              "local_val is a share of each client's local test split, and "
@@ -436,10 +390,11 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
         rc = nn_partition_iid(&sc->part, &sc->train, clients, seed, err);
         break;
     case 1:
-        rc = nn_partition_dirichlet(&sc->part, &sc->train, clients, alpha, min_size, seed, err);
+        rc = nn_partition_dirichlet(&sc->part, &sc->train, clients, pk.alpha, pk.min_size, seed,
+                                    err);
         break;
     case 2:
-        rc = nn_partition_shards(&sc->part, &sc->train, clients, shards, seed, err);
+        rc = nn_partition_shards(&sc->part, &sc->train, clients, pk.shards, seed, err);
         break;
     case 3:
         rc = nn_partition_natural(&sc->part, &sc->train, err);
@@ -453,7 +408,7 @@ static int load_partition(sim_scenario *sc, section *root, int natural, int cost
                             "partition: scheme file needs file (a partition file: one line of "
                             "sample indices per client)");
         char path[512];
-        resolve_path(path, sizeof path, sim_yaml_get(s.map, "file"), file);
+        resolve_path(path, sizeof path, sim_yaml_get(s.map, "file"), pk.file);
         rc = file_error(sc, &s, "file", file_key,
                         nn_partition_file(&sc->part, &sc->train, path, err), err);
     }
@@ -483,50 +438,43 @@ static int load_algorithm(sim_scenario *sc, sim_err *err)
     return rc;
 }
 
-static const char *const MODES[] = {"sync", "async", NULL};
-static const char *const STALE[] = {"constant", "polynomial", "hinge", NULL};
-
 static int load_federation(sim_scenario *sc, section *root, sim_err *err)
 {
+    const sim_key *keys = sim_keys_federation;
     char pre[64], pre2[96];
     section s = sub(root, "federation", pre, sizeof pre);
     sim_fed_config *f = &sc->spec.fed;
     int rc = need_map(&s, "federation", err), n = sc->part.n_clients;
-    if (rc || (rc = get_choice(&s, "mode", MODES, 0, &f->mode, err))) return rc;
+    sim_key_ctx ctx = {.clients = n};
+    if (rc || (rc = read_key(keys, "mode", f, &s, NULL, err))) return rc;
     if (f->mode == SIM_SYNC) {
         sim_yaml *frac = sim_yaml_get(s.map, "fraction");
         if (frac) {
             double x;
-            if ((rc = sim_yaml_double(frac, "fraction", 1e-9, 1, &x, err))) return rc;
+            if ((rc = read_key(keys, "fraction", &x, &s, NULL, err))) return rc;
             if (sim_yaml_get(s.map, "per_round"))
                 return sim_yaml_fail(frac, err, "federation: give per_round or fraction, not both");
             f->per_round = (int)ceil(x * n - 1e-9);
             if (f->per_round < 1) f->per_round = 1;
-        } else if ((rc = get_int(&s, "per_round", 1, 100000000, n < 10 ? n : 10, &f->per_round,
-                                 err)))
+        } else if ((rc = read_key(keys, "per_round", f, &s, &ctx, err))) {
             return rc;
+        }
         if (f->per_round > n)
             return sim_yaml_fail(sim_yaml_get(s.map, "per_round"), err,
                                  "per_round: %d is more than the %d clients", f->per_round, n);
-        if ((rc = get_double(&s, "over_commit", 1, 100, 1, &f->over_commit, err)) ||
-            (rc = get_time(&s, "deadline", &f->deadline, err)))
+        if ((rc = read_key(keys, "over_commit", f, &s, NULL, err)) ||
+            (rc = read_key(keys, "deadline", f, &s, NULL, err)))
             return rc;
     } else {
-        if ((rc = get_int(&s, "concurrency", 1, 100000000, n < 10 ? n : 10, &f->concurrency,
-                          err)) ||
-            (rc = get_int(&s, "buffer", 1, 100000000, 5, &f->buffer, err)))
+        if ((rc = read_key(keys, "concurrency", f, &s, &ctx, err)) ||
+            (rc = read_key(keys, "buffer", f, &s, NULL, err)))
             return rc;
         section st = sub(&s, "staleness", pre2, sizeof pre2);
         if ((rc = need_map(&st, "staleness", err)) ||
-            (rc = get_choice(&st, "kind", STALE, 1, &f->staleness, err)) ||
-            (rc = get_double(&st, "a", 0, 100, 0.5, &f->stale_a, err)) ||
-            (rc = get_double(&st, "b", 0, 1e6, 4, &f->stale_b, err)))
+            (rc = sim_keys_load(sim_keys_staleness, f, &st, NULL, err)))
             return rc;
     }
-    sim_yaml *ov = sim_yaml_get(s.map, "overhead");
-    if (ov && (rc = sim_yaml_bytes(ov, "overhead", &f->overhead_bytes, err))) return rc;
-    if (!ov) put_default(&s, "overhead", "0 B");
-    return SIM_OK;
+    return read_key(keys, "overhead", f, &s, NULL, err);
 }
 
 static int load_eval(sim_scenario *sc, section *root, sim_err *err)
@@ -535,11 +483,7 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
     section s = sub(root, "eval", pre, sizeof pre);
     sim_eval_config *e = &sc->spec.eval;
     int rc = need_map(&s, "eval", err);
-    if (rc || (rc = get_int(&s, "every", 0, 100000000, 1, &e->every_rounds, err)) ||
-        (rc = get_time(&s, "every_time", &e->every_time, err)) ||
-        (rc = get_bool(&s, "personalized", 1, &e->personalized, err)) ||
-        (rc = get_int(&s, "test_subset", 0, 100000000, 0, &e->test_subset, err)))
-        return rc;
+    if (rc || (rc = sim_keys_load(sim_keys_eval, e, &s, NULL, err))) return rc;
     const sim_yaml *sh = sim_yaml_get(s.map, "shift"); /* no default: absent, no columns */
     if (!sh) return SIM_OK;
     if (sh->kind != SIM_YAML_SEQ || sh->n < 1 || sh->n > SIM_MAX_SHIFTS)
@@ -559,11 +503,11 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
  * at the batch size and the fastest device of the mix), uniform (r_i = (π(i)+1)/N for a seeded
  * permutation π: the Pa3dFL paper's "Hetero", r uniform on [1/N, 1]), or one number for all (its
  * "Ideal" is 1). */
-static int load_capacity(sim_scenario *sc, section *s, sim_err *err)
+static int load_capacity(sim_scenario *sc, section *s, sim_devices_keys *dk, sim_err *err)
 {
-    char v[32];
-    int rc = get_str(s, "capacity", "device", v, sizeof v, err), n = sc->part.n_clients;
+    int rc = read_key(sim_keys_devices, "capacity", dk, s, NULL, err), n = sc->part.n_clients;
     if (rc) return rc;
+    const char *v = dk->capacity;
     double *r = sc->capacity = sim_xcalloc((size_t)n, sizeof(double));
     if (!strcmp(v, "uniform")) {
         uint32_t *perm = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
@@ -605,15 +549,16 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     section s = sub(root, "devices", pre, sizeof pre);
     int rc = need_map(&s, "devices", err);
     if (rc) return rc;
-    char cat_raw[512], cat_path[512];
+    sim_devices_keys dk = {0};
+    char cat_path[512];
     const sim_yaml *cat_key = sim_yaml_get(s.map, "catalog"),
                    *profiles = sim_yaml_get(s.map, "profiles");
     sim_yaml_get(s.map, "mix"); /* these two are read once the catalog is */
     sim_yaml_get(s.map, "capacity");
-    if ((rc = get_str(&s, "catalog", sim_default_catalog(), cat_raw, sizeof cat_raw, err)) ||
+    if ((rc = read_key(sim_keys_devices, "catalog", &dk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
-    resolve_path(cat_path, sizeof cat_path, sim_yaml_get(s.map, "catalog"), cat_raw);
+    resolve_path(cat_path, sizeof cat_path, sim_yaml_get(s.map, "catalog"), dk.catalog);
     dev_catalog cat;
     if ((rc = file_error(sc, &s, "catalog", cat_key, dev_catalog_load(&cat, cat_path, err), err)))
         return rc;
@@ -646,7 +591,7 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     const dev_profile *specs[64];
     double shares[64];
     if (!mix) {
-        put_default(&s, "mix", "[{profile: laptop, share: 1}]");
+        sim_keys_put(&s, "mix", sim_keys_find(sim_keys_devices, "mix")->dflt);
         mix = sim_yaml_get(s.map, "mix");
     }
     if (!mix || mix->kind != SIM_YAML_SEQ || mix->n == 0 || mix->n > 64) {
@@ -720,7 +665,7 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     for (int i = 0; i < nown; i++)
         dev_profile_destroy(&own[i]);
     dev_catalog_destroy(&cat);
-    return load_capacity(sc, &s, err);
+    return load_capacity(sc, &s, &dk, err);
 }
 
 int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *sets, int n_sets,
@@ -749,7 +694,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     const sim_yaml *name = sim_yaml_get(sc->doc, "name");
     const char *nv = stem[0] ? stem : "scenario";
     if (name && (rc = sim_yaml_name(name, "name", sizeof sc->name - 1, &nv, err))) goto fail;
-    if (!name) put_default(&root, "name", nv);
+    if (!name) sim_keys_put(&root, "name", nv);
     snprintf(sc->name, sizeof sc->name, "%s", nv);
     /* the sections' names are read below, after a file may have been opened: a misspelled one
      * is reported first */
@@ -757,19 +702,20 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
                                            "federation", "eval",      "devices"};
     for (size_t i = 0; i < SIM_ARRAY_LEN(sections); i++)
         sim_yaml_get(sc->doc, sections[i]);
-    long seed;
-    int natural, cost_only;
-    if ((rc = get_long(&root, "seed", 0, (long)(~0ul >> 1), 1, &seed, err)) ||
-        (rc = get_int(&root, "rounds", 1, 100000000, 100, &sc->spec.fed.rounds, err)) ||
-        (rc = get_time(&root, "max_time", &sc->spec.fed.max_time, err)) ||
-        (rc = get_bool(&root, "cost_only", 0, &cost_only, err)) ||
+    sim_top_keys top = {0};
+    int natural;
+    if ((rc = sim_keys_load(sim_keys_top, &top, &root, NULL, err)) ||
         (rc = sim_yaml_check_keys(sc->doc, err)))
         goto fail;
-    sc->spec.seed = (uint64_t)seed;
+    sc->spec.seed = (uint64_t)top.seed;
+    sc->spec.fed.rounds = top.rounds;
+    sc->spec.fed.max_time = top.max_time;
+    int cost_only = top.cost_only;
     if ((rc = load_dataset(sc, &root, &natural, err)) ||
         (rc = load_partition(sc, &root, natural, cost_only, err)))
         goto fail;
-    if ((rc = get_str(&root, "model", "cnn2", sc->model, sizeof sc->model, err))) goto fail;
+    if ((rc = read_key(sim_keys_top, "model", &top, &root, NULL, err))) goto fail;
+    snprintf(sc->model, sizeof sc->model, "%s", top.model);
     if ((rc = nn_arch_build(&sc->arch, sc->model, sc->train.c, sc->train.h, sc->train.w,
                             sc->train.classes, err))) {
         sim_yaml *m = sim_yaml_get(sc->doc, "model");

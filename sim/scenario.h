@@ -3,10 +3,11 @@
  * A scenario names the dataset and its split over clients, the model, the algorithm and its
  * hyperparameters, how clients take part (sync rounds or async), the devices (catalog profiles,
  * overrides, per-client distributions, a mix with shares) and when to evaluate. Every key has a
- * default listed in scenarios/README.md, every value carries its unit, unknown keys are errors at
- * their file:line:col, and `--set a.b=v` overrides any key before it is read. Loading builds the
- * datasets, the partition, the architecture and one concrete device per client, and keeps the
- * resolved tree so the run folder can hold exactly what ran.
+ * default in its section's key table (sim/scenario_keys.c; `fedsim keys` prints them), every
+ * value carries its unit, unknown keys are errors at their file:line:col, and `--set a.b=v`
+ * overrides any key before it is read. Loading builds the datasets, the partition, the
+ * architecture and one concrete device per client, and keeps the resolved tree so the run folder
+ * can hold exactly what ran.
  */
 #ifndef SIM_SCENARIO_H
 #define SIM_SCENARIO_H
@@ -41,6 +42,11 @@ void sim_scenario_destroy(sim_scenario *s);
  * coordinator compares their digests with its own before sending a job. SIM_EIO if the text
  * cannot be printed. */
 int sim_scenario_digest(const sim_scenario *s, uint64_t *text, uint64_t *env, sim_err *err);
+
+/* `fedsim keys`: every key of a scenario, its own sections' and the algorithms', whose full
+ * dotted name starts with filter (NULL: all), for a terminal or as Markdown (scenarios/README.md's
+ * key tables), in the order of a scenario's sections; returns how many keys were printed. */
+int sim_scenario_keys_print(FILE *f, const char *filter, int markdown);
 
 /* The default device catalog (devices/catalog.yaml of this source tree). */
 const char *sim_default_catalog(void);

@@ -13,8 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *const commands[] = {"run",     "resume",  "check",  "sweep",     "plot",
-                                       "summary", "devices", "events", "calibrate", "train"};
+static const char *const commands[] = {"run",    "resume",    "check",   "sweep",
+                                       "plot",   "summary",   "devices", "keys",
+                                       "events", "calibrate", "train"};
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
 static char dir[64], out_path[128], err_path[128];
@@ -116,6 +117,75 @@ static void test_command_help(void)
     CHECK(fedsim("help nosuch") == 2);
 }
 
+/* How many lines of text start with line (NULL text: -1). */
+static int count_lines(const char *text, const char *line)
+{
+    if (!text) return -1;
+    int n = 0;
+    for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        n += !strncmp(p, line, strlen(line));
+    return n;
+}
+
+/* How many key lines of `fedsim keys` (two spaces, the key's name, two spaces or more: an
+ * intro's or a doc's words are one space apart) do not start with "  " prefix. */
+static int other_keys(const char *text, const char *prefix)
+{
+    int n = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        size_t w = strcspn(p + 2, " \n");
+        if (strncmp(p, "  ", 2) || p[2] == ' ' || strncmp(p + 2 + w, "  ", 2)) continue;
+        n += strncmp(p + 2, prefix, strlen(prefix)) != 0;
+    }
+    return n;
+}
+
+/* `fedsim keys`: every section's keys with their full names; a prefix keeps those under it (a
+ * key line each, as many as the Markdown's table rows); a prefix that matches nothing is an
+ * error, as is a second one. */
+static void test_keys(void)
+{
+    size_t len;
+    CHECK(fedsim("keys") == 0 && is_empty(err_path));
+    char *all = test_slurp(out_path, &len);
+    static const char *const some[] = {"\n  seed ",
+                                       "\n  dataset.scale ",
+                                       "\n  partition.scheme ",
+                                       "\n  algorithm.lr ",
+                                       "\n  algorithm.spafl.alpha ",
+                                       "\n  federation.staleness.kind ",
+                                       "\n  eval.shift ",
+                                       "\n  devices.mix ",
+                                       "\n  devices.profiles.NAME.compute "};
+    for (size_t i = 0; i < sizeof some / sizeof some[0]; i++)
+        CHECK_MSG(all && strstr(all, some[i]), "fedsim keys lists%s", some[i]);
+    free(all);
+    CHECK(fedsim("keys algorithm.spafl") == 0);
+    char *spafl = test_slurp(out_path, &len);
+    int lines = count_lines(spafl, "  algorithm.spafl.");
+    CHECK_MSG(lines > 0 && other_keys(spafl, "algorithm.spafl.") == 0 &&
+                      other_keys(spafl, "algorithm.spafl.alpha ") == lines - 1,
+              "fedsim keys algorithm.spafl: its keys only:\n%s", spafl ? spafl : "(nothing)");
+    free(spafl);
+    CHECK(fedsim("keys --markdown algorithm.spafl") == 0);
+    char *md = test_slurp(out_path, &len);
+    CHECK_MSG(md && strstr(md, "\n### `algorithm.spafl`\n") && !strstr(md, "federation"),
+              "fedsim keys --markdown algorithm.spafl: %s", md ? md : "(nothing)");
+    CHECK_MSG(count_lines(md, "| `") == lines, "as many rows (%d) as key lines (%d)",
+              count_lines(md, "| `"), lines);
+    free(md);
+    CHECK(fedsim("keys federation") == 0);
+    char *fed = test_slurp(out_path, &len);
+    CHECK_MSG(fed && strstr(fed, "\n  federation.staleness.b ") && !other_keys(fed, "federation."),
+              "fedsim keys federation: %s", fed ? fed : "(nothing)");
+    free(fed);
+    CHECK(fedsim("keys nosuch") == 2 && is_empty(out_path));
+    char *err = test_slurp(err_path, &len);
+    CHECK_MSG(err && strstr(err, "'nosuch'"), "keys nosuch: %s", err ? err : "(nothing)");
+    free(err);
+    CHECK(fedsim("keys eval federation") == 2 && is_empty(out_path));
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -126,6 +196,7 @@ int main(void)
     snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
     test_listing();
     test_command_help();
+    test_keys();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);

@@ -2,9 +2,14 @@
  * a given value out of range or of the wrong kind is an error at its file:line:col naming the
  * key, absent keys get their defaults written into the tree in table order (and read back bit
  * for bit), a default may follow the context and the keys read before it, and an unknown key is
- * left for sim_yaml_check_used to report at its position. */
+ * left for sim_yaml_check_used to report at its position. The scenario's own sections are read
+ * through their tables (sim/scenario_keys.c): every key a scenario's defaults write is in its
+ * section's table, in the table's order, with the table's default, and the async federation's
+ * staleness is read from its table with errors at the key. */
 #include "sim/keys.h"
+#include "sim/scenario_keys.h"
 #include "tests/check.h"
+#include "tests/scenario_text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -184,18 +189,92 @@ static void test_print(void)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(sim_keys_print(f, "sec", KEYS, "sec.p", 0) == 1);
-    CHECK(sim_keys_print(f, "sec", KEYS, NULL, 1) == 12);
+    CHECK(sim_keys_print(f, "sec", NULL, KEYS, "sec.p", 0) == 1);
+    CHECK(sim_keys_print(f, "sec", NULL, KEYS, NULL, 1) == 12);
     fclose(f);
-    CHECK_MSG(!strncmp(buf, "sec.pick", 8) && strstr(buf, "low, mid, high"), "%s", buf);
-    CHECK_MSG(strstr(buf, "\n### `sec`\n") && strstr(buf, "| `x` | number | 0.1 | [0, 10] | a "
+    CHECK_MSG(!strncmp(buf, "\nsec\n  sec.pick ", 16) && strstr(buf, "low, mid, high"), "%s", buf);
+    CHECK_MSG(strstr(buf, "\n### `sec`\n") && strstr(buf, "| `x` | number | `0.1` | [0, 10] | a "
                                                           "number |\n"),
               "%s", buf);
     free(buf);
 }
 
+/* The resolved map at dotted path of sc's tree: every key in table, in table order, and those
+ * not given (after the first `given` keys, which stay where the file has them) with the table's
+ * default, when it has a fixed one. */
+static void check_section(const sim_scenario *sc, const char *path, const sim_key *table, int given)
+{
+    const sim_yaml *m = sc->doc;
+    char buf[64], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *k = strtok_r(buf, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
+        m = sim_yaml_get(m, k);
+    CHECK_MSG(m && m->kind == SIM_YAML_MAP && m->n > given, "%s: resolved", path);
+    int last = -1;
+    for (int i = 0; m && m->kind == SIM_YAML_MAP && i < m->n; i++) {
+        int at = -1;
+        for (int k = 0; table[k].name; k++)
+            if (!strcmp(table[k].name, m->keys[i])) at = k;
+        if (at < 0 && !path[0]) continue; /* the top level holds the sections too */
+        CHECK_MSG(at >= 0, "%s.%s is in its table", path, m->keys[i]);
+        if (at < 0 || i < given) continue;
+        CHECK_MSG(at > last, "%s.%s follows its table's order", path, m->keys[i]);
+        last = at;
+        const sim_key *k = &table[at];
+        const char *v = m->items[i]->kind == SIM_YAML_SCALAR ? m->items[i]->value : NULL;
+        if (k->dflt_fn || !k->dflt || !v) continue;
+        int same = k->type == SIM_KEY_DOUBLE ? strtod(v, NULL) == strtod(k->dflt, NULL)
+                                             : !strcmp(v, k->dflt);
+        CHECK_MSG(same, "%s.%s: the table's default %s, not %s", path, k->name, k->dflt, v);
+    }
+}
+
+static void test_scenario_tables(void)
+{
+    sim_scenario sc;
+    char msg[1024];
+    /* every section but the dataset's name, the model and the mode left to its defaults */
+    int rc = test_load_scenario(&sc,
+                                "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n"
+                                "federation: {mode: async}\n",
+                                msg, sizeof msg);
+    CHECK_MSG(rc == SIM_OK, "%s", msg);
+    if (rc) return;
+    check_section(&sc, "", sim_keys_top, 3); /* dataset, model, federation */
+    check_section(&sc, "dataset", sim_keys_dataset, 1);
+    check_section(&sc, "partition", sim_keys_partition, 0);
+    check_section(&sc, "federation", sim_keys_federation, 1);
+    check_section(&sc, "federation.staleness", sim_keys_staleness, 0);
+    check_section(&sc, "eval", sim_keys_eval, 0);
+    check_section(&sc, "devices", sim_keys_devices, 0);
+    /* the values read are the table's defaults */
+    const sim_fed_config *f = &sc.spec.fed;
+    CHECK(f->mode == SIM_ASYNC &&
+          f->buffer == atoi(sim_keys_find(sim_keys_federation, "buffer")->dflt));
+    CHECK(f->staleness == SIM_STALE_POLY &&
+          f->stale_a == strtod(sim_keys_find(sim_keys_staleness, "a")->dflt, NULL) &&
+          f->stale_b == strtod(sim_keys_find(sim_keys_staleness, "b")->dflt, NULL));
+    CHECK(sc.spec.eval.personalized == 1 && sc.spec.eval.every_rounds == 1);
+    sim_scenario_destroy(&sc);
+    /* a staleness key out of its table's range: at the key */
+    rc = test_load_scenario(&sc,
+                            "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n"
+                            "federation:\n  mode: async\n  staleness: {kind: hinge, a: 101}\n",
+                            msg, sizeof msg);
+    CHECK_MSG(rc == SIM_EINVAL && strstr(msg, "s.yaml:5:31: a: 101 is out of range [0, 100]"), "%s",
+              msg);
+    rc = test_load_scenario(&sc,
+                            "dataset: {name: synth-pews-3.2k}\nmodel: fedpews-mlp\n"
+                            "federation:\n  mode: async\n  staleness: {kind: square}\n",
+                            msg, sizeof msg);
+    CHECK_MSG(rc == SIM_EINVAL && strstr(msg, "s.yaml:5:21: kind: 'square' is not one of "
+                                              "constant, polynomial, hinge"),
+              "%s", msg);
+}
+
 int main(void)
 {
+    test_scenario_tables();
     test_defaults();
     test_errors();
     test_print();

@@ -1,0 +1,262 @@
+/* sim/scenario_keys.c -- the scenario's own sections as key tables (scenario_keys.h): their
+ * types, defaults, ranges and docs, which sim/scenario.c reads them through, and `fedsim keys`
+ * (sim_scenario_keys_print) with the algorithms' (fl_keys_print) and a device profile's
+ * (dev_profile_keys). scenarios/README.md's key tables are that command's Markdown.
+ */
+#include "sim/scenario_keys.h"
+
+#include "algos/algo.h"
+#include "devices/profile.h"
+#include "sim/scenario.h"
+
+#include <limits.h>
+
+const char *const sim_dataset_names[] = {"fashion-mnist",
+                                         "synth-pews-32k",
+                                         "synth-pews-3.2k",
+                                         "leaf-synthetic",
+                                         "idx",
+                                         "cifar10",
+                                         NULL};
+static const char *const SCHEMES[] = {"iid",  "dirichlet", "shards",  "natural",
+                                      "file", "sizes",     "classes", NULL};
+static const char *const MODES[] = {"sync", "async", NULL};
+static const char *const STALE[] = {"constant", "polynomial", "hinge", NULL};
+
+#define K(field) .offset = offsetof(sim_top_keys, field)
+const sim_key sim_keys_top[] = {
+        {"name", SIM_KEY_STRING, .custom = 1, /* its default is the file's: in the doc */
+         .doc = "run name (run folder `runs/NAME-SEED`, the first line of metrics.tsv): 1 to 127 "
+                "letters, digits and `- _ . + = ,`, not starting with `.` (no `/`, spaces or "
+                "control characters); by default the file's name without extension, its "
+                "characters outside that set as `_`"},
+        {"seed", SIM_KEY_LONG, K(seed), .dflt = "1", .lo = 0, .hi = (double)LONG_MAX,
+         .doc = "the one seed of the run; every random stream derives from it"},
+        {"rounds", SIM_KEY_INT, K(rounds), .dflt = "100", .lo = 1, .hi = 100000000,
+         .doc = "sync: rounds; async: aggregations"},
+        {"max_time", SIM_KEY_TIME, K(max_time), .dflt = "none",
+         .doc = "stop at this simulated time"},
+        {"cost_only", SIM_KEY_BOOL, K(cost_only), .dflt = "false",
+         .doc = "skip the training math: jobs report the FLOPs and message sizes they would have "
+                "(huge populations, device-mix studies); also `fedsim run --cost-only`"},
+        /* read once the dataset and partition are */
+        {"model", SIM_KEY_STRING, K(model), .size = sizeof(((sim_top_keys *)0)->model), .custom = 1,
+         .dflt = "cnn2",
+         .doc = "`mlp:784-200-200-10` (any widths), `mlpbn:...`, `cnn2`, `lenet5-caffe`, "
+                "`pa3dfl-cnn`, `leaf-cnn`, `fedpews-mlp`, `fedpews-cnn`; `NAME@p` (e.g. "
+                "`pa3dfl-cnn@0.0625`): the same with ⌈p·C⌉ outputs in every hidden layer, a "
+                "model of its own initialized for its own fan-in (FedAvg at the weakest client's "
+                "width)"},
+        {0},
+};
+#undef K
+
+/* Each kind of dataset reads its own keys (scenario.c), by name and in this order. */
+#define K(field)    .offset = offsetof(sim_dataset_keys, field)
+#define PATH(field) K(field), .size = sizeof(((sim_dataset_keys *)0)->field)
+const sim_key sim_keys_dataset[] = {
+        {"name", SIM_KEY_CHOICE, K(name), .dflt = "fashion-mnist", .words = sim_dataset_names,
+         .doc = "`fashion-mnist`, `synth-pews-32k`, `synth-pews-3.2k` (FedPeWS 2-D clusters), "
+                "`leaf-synthetic` (LEAF Synthetic(α,β), natural clients), `idx` (any "
+                "MNIST-format pair), `cifar10` (binary batches)"},
+        {"dir", SIM_KEY_STRING, PATH(dir), .custom = 1, .dflt = "/usr/share/datasets/fashion-mnist",
+         .doc = "fashion-mnist: folder of the gzip'd IDX files; cifar10: folder of "
+                "`data_batch_N.bin`, `test_batch.bin` (required)"},
+        {"train_images", SIM_KEY_STRING, PATH(idx[0]), .custom = 1,
+         .doc = "idx: the training images (an IDX file, gzip'd or plain); required"},
+        {"train_labels", SIM_KEY_STRING, PATH(idx[1]), .custom = 1,
+         .doc = "idx: the training labels; required"},
+        {"test_images", SIM_KEY_STRING, PATH(idx[2]), .custom = 1,
+         .doc = "idx: the test images; required"},
+        {"test_labels", SIM_KEY_STRING, PATH(idx[3]), .custom = 1,
+         .doc = "idx: the test labels; required"},
+        {"clients", SIM_KEY_INT, K(clients), .custom = 1, .dflt = "30", .lo = 1, .hi = 100000,
+         .doc = "leaf-synthetic: its natural clients"},
+        {"alpha", SIM_KEY_DOUBLE, K(alpha), .custom = 1, .dflt = "1", .lo = 0, .hi = 100,
+         .doc = "leaf-synthetic: α, how far the clients' models differ"},
+        {"beta", SIM_KEY_DOUBLE, K(beta), .custom = 1, .dflt = "1", .lo = 0, .hi = 100,
+         .doc = "leaf-synthetic: β, how far the clients' inputs differ"},
+        {"test_fraction", SIM_KEY_DOUBLE, K(test_fraction), .custom = 1, .dflt = "0.2", .lo = 0,
+         .hi = 0.9, .doc = "leaf-synthetic: share of each client's samples held out as test set"},
+        {"scale", SIM_KEY_DOUBLE, K(scale), .dflt = "1", .lo = 1e-9, .hi = 1e9,
+         .doc = "multiply every input by this (`255`: the raw 0–255 pixels SpaFL's code trains "
+                "on)"},
+        {0},
+};
+#undef PATH
+#undef K
+
+/* partition.scheme's default: natural for a dataset with natural clients */
+static void scheme_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    const sim_partition_keys *p = ctx->config;
+    snprintf(buf, n, "%s", SCHEMES[p->natural ? 3 : 0]);
+}
+
+/* Each scheme reads its own keys (scenario.c), by name and in this order. */
+#define K(field) .offset = offsetof(sim_partition_keys, field)
+const sim_key sim_keys_partition[] = {
+        {"scheme", SIM_KEY_CHOICE, K(scheme), .dflt = "iid (natural for leaf-synthetic)",
+         .dflt_fn = scheme_default, .words = SCHEMES,
+         .doc = "`iid`, `dirichlet` (label skew), `shards` (k label-sorted shards each), "
+                "`classes` (client k gets the classes of `groups[k]`), `natural` (the dataset's "
+                "own clients), `file` (one line per client of training indices), `sizes` "
+                "(clients with a sample count and no data: cost-only runs of huge populations)"},
+        {"groups", SIM_KEY_LIST, .custom = 1,
+         .doc = "classes: one list of classes per client, e.g. `[[0, 1], [2, 3]]`; a class "
+                "listed by several clients is cut between them; required"},
+        {"clients", SIM_KEY_INT, K(clients), .custom = 1, .dflt = "100", .lo = 1, .hi = 10000000,
+         .doc = "number of clients (iid, dirichlet, shards; sizes: up to 100000000)"},
+        {"alpha", SIM_KEY_DOUBLE, K(alpha), .custom = 1, .dflt = "0.5", .lo = 1e-6, .hi = 1e6,
+         .doc = "dirichlet: the concentration"},
+        {"min_size", SIM_KEY_INT, K(min_size), .custom = 1, .dflt = "10", .lo = 0, .hi = 1000000,
+         .doc = "dirichlet: resample until every client has this many samples"},
+        {"shards", SIM_KEY_INT, K(shards), .custom = 1, .dflt = "2", .lo = 1, .hi = 1000,
+         .doc = "shards: shards per client"},
+        {"samples", SIM_KEY_INT, K(samples), .custom = 1, .dflt = "600", .lo = 1, .hi = 100000000,
+         .doc = "sizes: samples per client"},
+        {"sigma", SIM_KEY_DOUBLE, K(sigma), .custom = 1, .dflt = "0", .lo = 0, .hi = 10,
+         .doc = "sizes: the samples per client lognormal around `samples` with this log-space "
+                "sigma, when > 0"},
+        {"file", SIM_KEY_STRING, K(file), .size = sizeof(((sim_partition_keys *)0)->file),
+         .custom = 1,
+         .doc = "file: the partition file (a line of training indices per client, `#` comments "
+                "allowed; relative to the scenario's folder); required"},
+        {"local_test", SIM_KEY_DOUBLE, K(local_test), .custom = 1, .dflt = "0.2", .lo = 0,
+         .hi = 0.9,
+         .doc = "size of each client's local test split, as a fraction of its training samples, "
+                "drawn with its own label distribution (personalized accuracy); `0` = none "
+                "(sizes: always 0)"},
+        {"local_test_from_train", SIM_KEY_BOOL, K(local_test_from_train), .custom = 1,
+         .dflt = "false",
+         .doc = "hold the local test split out of the client's own samples instead of drawing it "
+                "from the test set"},
+        {"local_val", SIM_KEY_DOUBLE, K(local_val), .custom = 1, .dflt = "0", .lo = 0, .hi = 0.9,
+         .doc = "share of each client's local test split set apart as its validation split, per "
+                "class, the rest being what it is tested on: `acc_val_mean` in metrics.tsv and "
+                "`at_val` in `fedsim summary` (the test accuracy at the evaluation with the best "
+                "validation accuracy, the round a paper following FLGo reports), and what Pa3dFL "
+                "chooses its interpolation on; `0` = none (sizes: always 0)"},
+        {0},
+};
+#undef K
+
+/* per_round's and concurrency's default: 10 clients, or all when there are fewer */
+static void ten_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    snprintf(buf, n, "%d", ctx->clients < 10 ? ctx->clients : 10);
+}
+
+/* The keys of the mode chosen are read (scenario.c), by name and in this order. */
+#define K(field) .offset = offsetof(sim_fed_config, field)
+const sim_key sim_keys_federation[] = {
+        {"mode", SIM_KEY_CHOICE, K(mode), .dflt = "sync", .words = MODES,
+         .doc = "`sync` rounds or `async` (FedBuff)"},
+        {"per_round", SIM_KEY_INT, K(per_round), .custom = 1, .dflt = "min(10, clients)",
+         .dflt_fn = ten_default, .lo = 1, .hi = 100000000,
+         .doc = "sync: updates a round aggregates"},
+        {"fraction", SIM_KEY_DOUBLE, .custom = 1, .lo = 1e-9, .hi = 1,
+         .doc = "sync: per_round as a fraction of the clients, rounded up (give one of the two)"},
+        {"over_commit", SIM_KEY_DOUBLE, K(over_commit), .custom = 1, .dflt = "1", .lo = 1,
+         .hi = 100,
+         .doc = "sync: start ceil(per_round × this) jobs, aggregate the first per_round arrivals "
+                "(FedScale)"},
+        {"deadline", SIM_KEY_TIME, K(deadline), .custom = 1, .dflt = "none",
+         .doc = "sync: close the round this long after it starts; later uploads are dropped and "
+                "counted"},
+        {"concurrency", SIM_KEY_INT, K(concurrency), .custom = 1, .dflt = "min(10, clients)",
+         .dflt_fn = ten_default, .lo = 1, .hi = 100000000, .doc = "async: jobs kept in flight"},
+        {"buffer", SIM_KEY_INT, K(buffer), .custom = 1, .dflt = "5", .lo = 1, .hi = 100000000,
+         .doc = "async: updates per aggregation"},
+        {"staleness", SIM_KEY_MAP, .custom = 1, .dflt = "{kind: polynomial, a: 0.5, b: 4}",
+         .doc = "async: the weight of an update τ versions old (`federation.staleness` below)"},
+        {"overhead", SIM_KEY_SIZE, K(overhead_bytes), .custom = 1, .dflt = "0 B",
+         .doc = "protocol bytes added to every message"},
+        {0},
+};
+
+const sim_key sim_keys_staleness[] = {
+        {"kind", SIM_KEY_CHOICE, K(staleness), .dflt = "polynomial", .words = STALE,
+         .doc = "`constant` 1, `polynomial` (1+τ)^-a, `hinge` 1 if τ ≤ b else 1/(a(τ−b)+1)"},
+        {"a", SIM_KEY_DOUBLE, K(stale_a), .dflt = "0.5", .lo = 0, .hi = 100,
+         .doc = "polynomial's exponent, hinge's slope"},
+        {"b", SIM_KEY_DOUBLE, K(stale_b), .dflt = "4", .lo = 0, .hi = 1e6,
+         .doc = "hinge: the versions an update may lag at full weight"},
+        {0},
+};
+#undef K
+
+#define K(field) .offset = offsetof(sim_eval_config, field)
+const sim_key sim_keys_eval[] = {
+        {"every", SIM_KEY_INT, K(every_rounds), .dflt = "1", .lo = 0, .hi = 100000000,
+         .doc = "evaluate after every N rounds/aggregations (0 = only at the end)"},
+        {"every_time", SIM_KEY_TIME, K(every_time), .dflt = "none",
+         .doc = "also every this much simulated time (checked when a round or aggregation ends, "
+                "so at most once per round)"},
+        {"personalized", SIM_KEY_BOOL, K(personalized), .dflt = "true",
+         .doc = "also each client's model on its local test split (mean and bottom decile)"},
+        {"test_subset", SIM_KEY_INT, K(test_subset), .dflt = "0", .lo = 0, .hi = 100000000,
+         .doc = "evaluate the global model on the first N test samples (0 = all)"},
+        {"shift", SIM_KEY_LIST, .custom = 1,
+         .doc = "a list of shares p in [0, 1] (at most 16): for each, every client's local test "
+                "split with round(p·n) of its samples replaced by samples drawn from the pool of "
+                "all clients' splits (test-time shift, DM-PFL's protocol; stream (seed, shift, "
+                "client), nested in p), and a `metrics.tsv` column `acc_shift_<p>` with the mean "
+                "personalized accuracy on them; needs `personalized: true`"},
+        {0},
+};
+#undef K
+
+static void catalog_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    (void)ctx;
+    snprintf(buf, n, "%s", sim_default_catalog());
+}
+
+/* Read by name, in this order: the catalog first (the profiles may name its own) */
+#define K(field) .offset = offsetof(sim_devices_keys, field)
+const sim_key sim_keys_devices[] = {
+        {"catalog", SIM_KEY_STRING, K(catalog), .size = sizeof(((sim_devices_keys *)0)->catalog),
+         .dflt = "devices/catalog.yaml", .dflt_fn = catalog_default,
+         .doc = "the named profiles (`fedsim devices` lists them); the default is fedsim's own"},
+        {"profiles", SIM_KEY_MAP, .custom = 1,
+         .doc = "your own profiles by name (a name as for `name` above, up to 47 characters: it "
+                "is clients.tsv's device column): a full profile, or `base: CATALOG_NAME` plus the "
+                "fields to override (`devices.profiles.NAME` below)"},
+        {"mix", SIM_KEY_LIST, .custom = 1, .dflt = "[{profile: laptop, share: 1}]",
+         .doc = "which profile each client gets: shares must sum to 1; counts by largest "
+                "remainder, assigned in a seeded random order"},
+        {"capacity", SIM_KEY_STRING, K(capacity), .size = sizeof(((sim_devices_keys *)0)->capacity),
+         .dflt = "device",
+         .doc = "each client's share r_i ∈ (0, 1] of the full model's cost, for algorithms that "
+                "size models by it (`algorithm.width.by: capacity`, `pa3dfl`): `device` (its "
+                "profile's `capacity`, or `auto`: min(1, memory / the full model's training "
+                "memory, compute / the fastest compute in the mix; FLOP/s only, not "
+                "`mem_bandwidth` or `step_overhead`)), `uniform` (r_i = (π(i)+1)/N for a seeded "
+                "permutation π: the Pa3dFL paper's \"Hetero\"), or a number for every client "
+                "(`1`: its \"Ideal\"). `fedsim check` and `run` warn when clients train a wider "
+                "model than an explicit capacity (`uniform`, a number, a profile's `capacity`) "
+                "affords them, width² > r_i (a `NAME@p` model counts as p wide): an algorithm "
+                "that does not size models by capacity trains the scenario's model on every "
+                "client, and one that does may not go below its narrowest width"},
+        {0},
+};
+#undef K
+
+static const char PARTITION_DOC[] = "Relative paths are taken from the scenario file's folder.";
+static const char EVAL_DOC[] = "Evaluation is an observer: it costs no simulated time.";
+
+int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
+{
+    int n = sim_keys_print(f, "", NULL, sim_keys_top, filter, markdown);
+    n += sim_keys_print(f, "dataset", NULL, sim_keys_dataset, filter, markdown);
+    n += sim_keys_print(f, "partition", PARTITION_DOC, sim_keys_partition, filter, markdown);
+    n += fl_keys_print(f, filter, markdown);
+    n += sim_keys_print(f, "federation", NULL, sim_keys_federation, filter, markdown);
+    n += sim_keys_print(f, "federation.staleness", NULL, sim_keys_staleness, filter, markdown);
+    n += sim_keys_print(f, "eval", EVAL_DOC, sim_keys_eval, filter, markdown);
+    n += sim_keys_print(f, "devices", NULL, sim_keys_devices, filter, markdown);
+    n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
+                        markdown);
+    return n;
+}

@@ -1,0 +1,58 @@
+/* sim/scenario_keys.h -- the scenario's own sections as key tables (sim/keys.h), private to
+ * sim/scenario.c, which reads them through these tables, and sim/scenario_keys.c, which holds
+ * them and prints them for `fedsim keys` (sim_scenario_keys_print, scenario.h).
+ *
+ * Each table fills a block: the values of a section as read, which scenario.c then builds from
+ * (federation and eval fill the engine's own configs). A custom key (sim_key.custom) is read
+ * by scenario.c's own code where it applies; one whose offset is 0 in a block that has no
+ * member for it (federation.fraction) is read into a variable of its type.
+ */
+#ifndef SIM_SCENARIO_KEYS_H
+#define SIM_SCENARIO_KEYS_H
+
+#include "sim/keys.h"
+
+/* The top level's keys (name is read by hand: its default is the file's stem) */
+typedef struct sim_top_keys {
+    long seed;
+    int rounds;
+    sim_time max_time;
+    int cost_only;
+    char model[64];
+} sim_top_keys;
+
+/* `dataset:`: the keys of every kind (each kind reads its own) */
+typedef struct sim_dataset_keys {
+    int name; /* index in the dataset names */
+    char dir[512];
+    char idx[4][512]; /* train_images, train_labels, test_images, test_labels */
+    int clients;
+    double alpha, beta, test_fraction, scale;
+} sim_dataset_keys;
+
+/* `partition:`: the keys of every scheme (each scheme reads its own) */
+typedef struct sim_partition_keys {
+    int natural; /* in: the dataset has natural clients (the scheme's default is natural) */
+    int scheme;
+    int clients;
+    double alpha;
+    int min_size, shards;
+    char file[512];
+    int samples;
+    double sigma;
+    double local_test;
+    int local_test_from_train;
+    double local_val;
+} sim_partition_keys;
+
+/* `devices:` (its profiles and mix are read by hand) */
+typedef struct sim_devices_keys {
+    char catalog[512];
+    char capacity[32];
+} sim_devices_keys;
+
+extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
+        sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[];
+extern const char *const sim_dataset_names[]; /* dataset.name's words, NULL-ended */
+
+#endif /* SIM_SCENARIO_KEYS_H */
