@@ -149,6 +149,8 @@ int fl_config_read(fl_config *c, sim_yaml *doc, const char *path, const sim_key_
         return rc;
     sim_key_ctx kc = ctx ? *ctx : (sim_key_ctx){0};
     kc.algorithm = c->name;
+    kc.parent = c;
+    kc.parent_map = s.map;
     for (int i = 0; fl_sections[i] && !rc; i++) {
         const fl_section *sec = fl_sections[i];
         if (sec != a->section && !sim_yaml_get(s.map, sec->name)) continue;

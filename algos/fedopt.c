@@ -21,9 +21,9 @@
  *     FedAvg's), each step computed in double and rounded once.
  *   - An aggregation with no mass (nothing absorbed) is no step: x, m and v stay as they were
  *     (a zero Δ would still decay m and v and move x by η·m/(√v + τ)).
- *   - η is `algorithm.fedopt.lr`; `algorithm.server_lr` must stay 1 (refused otherwise, when the
- *     server is made: a section's check sees only its own keys), since a second factor on η
- *     would give one number two names, and an ignored key a run other than the one asked for.
+ *   - η is `algorithm.fedopt.lr`; `algorithm.server_lr` must stay 1 (refused otherwise, at the
+ *     key, by the section's check), since a second factor on η would give one number two names,
+ *     and an ignored key a run other than the one asked for.
  * Async (FedBuff-style buffers) works as FedAvg's: staleness lowers an update's weight, not its
  * mass. Checkpoints hold x, FedAvg's sums, m and v.
  */
@@ -65,11 +65,17 @@ static const sim_key KEYS[] = {
 static int fedopt_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, sim_err *err)
 {
     const fedopt_config *c = block;
-    (void)ctx;
+    const fl_config *shared = ctx->parent;
     if (c->beta1 >= 1)
         return sim_yaml_fail(sim_yaml_get(map, "beta1"), err, "beta1: must be below 1");
     if (c->beta2 >= 1)
         return sim_yaml_fail(sim_yaml_get(map, "beta2"), err, "beta2: must be below 1");
+    /* η is fedopt.lr: a second factor would give one number two names (only when fedopt runs:
+     * a fedopt section beside another algorithm is checked, and that one's server_lr is its own) */
+    if (shared && !strcmp(ctx->algorithm, "fedopt") && shared->server_lr != 1)
+        return sim_yaml_fail(sim_yaml_get(ctx->parent_map, "server_lr"), err,
+                             "server_lr: %g: fedopt steps by fedopt.lr (server_lr must be 1)",
+                             shared->server_lr);
     return SIM_OK;
 }
 
@@ -91,13 +97,7 @@ typedef struct fedopt {
 
 static void *fedopt_new(const fl_env *env, sim_err *err)
 {
-    if (env->cfg->server_lr != 1) {
-        sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                 "algorithm.server_lr: %g: fedopt steps by algorithm.fedopt.lr (server_lr must "
-                 "be 1)",
-                 env->cfg->server_lr);
-        return NULL;
-    }
+    (void)err;
     const fedopt_config *c = env->cfg->own;
     size_t nf = env->arch->layout.n_floats;
     fedopt *s = sim_xcalloc(1, sizeof *s);

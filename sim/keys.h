@@ -40,6 +40,10 @@ typedef struct sim_key_ctx {
     int clients;           /* the partition's clients */
     int async;             /* federation.mode is async */
     const void *config;    /* the block being filled: the keys before this one are in it */
+    /* the enclosing config and its map, when the block is a sub-section (an algorithm's section:
+     * the fl_config of the shared keys, read before it, and the `algorithm:` map); else NULL */
+    const void *parent;
+    const sim_yaml *parent_map;
 } sim_key_ctx;
 
 typedef struct sim_key {
