@@ -26,9 +26,13 @@ static const sim_key KEYS[] = {
         {0},
 };
 
-const fl_section fl_apfl_section = {"apfl", KEYS, sizeof(apfl_config), NULL,
-                                    "APFL; checked for the others. A job costs twice FedAvg's "
-                                    "FLOPs (two forward/backward passes a step)."};
+const fl_section fl_apfl_section = {
+        .name = "apfl",
+        .keys = KEYS,
+        .size = sizeof(apfl_config),
+        .doc = "APFL; checked for the others. A job costs twice FedAvg's "
+               "FLOPs (two forward/backward passes a step).",
+};
 
 /* APFL's private state: the client's local model v (a parameter message) and its mixing weight
  * α (a float64 after it), read into v and *alpha. */

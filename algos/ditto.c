@@ -17,8 +17,12 @@ static const sim_key KEYS[] = {
         {0},
 };
 
-const fl_section fl_ditto_section = {"ditto", KEYS, sizeof(ditto_config), NULL,
-                                     "Ditto; checked for the others."};
+const fl_section fl_ditto_section = {
+        .name = "ditto",
+        .keys = KEYS,
+        .size = sizeof(ditto_config),
+        .doc = "Ditto; checked for the others.",
+};
 
 /* Ditto: the FedAvg job on the global model, and E more epochs on the client's personal model v
  * (its private state, starting from the global model it first receives) with the proximal term

@@ -81,17 +81,28 @@ static int dmpfl_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx,
 }
 
 const fl_section fl_dmpfl_section = {
-        "dmpfl", KEYS, sizeof(fl_dmpfl_config), dmpfl_check,
-        "DM-PFL and DM-PFL+, spec 001; checked for the others. The rounds are cut into "
-        "`iterations` equal parts, each `phase1` of mask training (clients train w_c under m_c, "
-        "prune ⌈α_t·nnz⌉ weights of least magnitude per layer and regrow as many of largest "
-        "gradient, upload m_c and w_c ⊙ m_c; the server averages each position over the clients "
-        "that sent it, keeps the old value elsewhere, and keeps in m_g the largest |w_g| among "
-        "positions more than `vote` of the clients chose), `phase2a` of FedAvg of w_g under the "
-        "fixed m_g, and the rest of local training of the private weights (m_c − m_g) with one "
-        "download per client per phase and no upload. Messages are a bitmap of the mask (when the "
-        "receiver lacks it) and float32 values of the masked positions. A client's personal model "
-        "is w_g ⊙ (m_g ∩ m_c) + w_c ⊙ (m_c − m_g)."};
+        .name = "dmpfl",
+        .keys = KEYS,
+        .size = sizeof(fl_dmpfl_config),
+        .check = dmpfl_check,
+        .doc = "DM-PFL and DM-PFL+, spec 001; checked for the others. The rounds are cut into "
+               "`iterations` equal parts, each `phase1` of mask training (clients train w_c under "
+               "m_c, "
+               "prune ⌈α_t·nnz⌉ weights of least magnitude per layer and regrow as many of largest "
+               "gradient, upload m_c and w_c ⊙ m_c; the server averages each position over the "
+               "clients "
+               "that sent it, keeps the old value elsewhere, and keeps in m_g the largest |w_g| "
+               "among "
+               "positions more than `vote` of the clients chose), `phase2a` of FedAvg of w_g under "
+               "the "
+               "fixed m_g, and the rest of local training of the private weights (m_c − m_g) with "
+               "one "
+               "download per client per phase and no upload. Messages are a bitmap of the mask "
+               "(when the "
+               "receiver lacks it) and float32 values of the masked positions. A client's personal "
+               "model "
+               "is w_g ⊙ (m_g ∩ m_c) + w_c ⊙ (m_c − m_g).",
+};
 
 /* DM-PFL's regrowth gradient batch; index: the job's batch stream */
 enum { RNG_GRAD_BATCH = 10 };

@@ -23,8 +23,12 @@ static const sim_key KEYS[] = {
         {0},
 };
 
-const fl_section fl_finetune_section = {"finetune", KEYS, sizeof(ft_config), NULL,
-                                        "FedAvg-FT; checked for the others."};
+const fl_section fl_finetune_section = {
+        .name = "finetune",
+        .keys = KEYS,
+        .size = sizeof(ft_config),
+        .doc = "FedAvg-FT; checked for the others.",
+};
 
 /* FedAvg's server, and the last client this process fine-tuned with the global model's version
  * it started from, and the result: a pure function of the two, reused for that client's shifted

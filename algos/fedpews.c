@@ -78,14 +78,24 @@ static int pews_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx, 
 }
 
 const fl_section fl_pews_section = {
-        "pews", KEYS, sizeof(pews_config), pews_check,
-        "FedPeWS, spec 002; checked for the others. During the warmup each client draws neuron "
-        "masks from its scores s (Bernoulli(σ(s))), alternately steps s (on the loss and the "
-        "reward λ‖σ(s) − θ of the others‖²) and the weights of the subnetwork it kept, and uploads "
-        "that subnetwork only; the server averages each parameter over the clients that hold it. "
-        "Then the base algorithm runs on the full model. `masks.tsv` in the run folder has each "
-        "warmup round's mask density per client, unit and parameter coverage, and mean pairwise "
-        "overlap."};
+        .name = "pews",
+        .keys = KEYS,
+        .size = sizeof(pews_config),
+        .check = pews_check,
+        .doc = "FedPeWS, spec 002; checked for the others. During the warmup each client draws "
+               "neuron "
+               "masks from its scores s (Bernoulli(σ(s))), alternately steps s (on the loss and "
+               "the "
+               "reward λ‖σ(s) − θ of the others‖²) and the weights of the subnetwork it kept, and "
+               "uploads "
+               "that subnetwork only; the server averages each parameter over the clients that "
+               "hold it. "
+               "Then the base algorithm runs on the full model. `masks.tsv` in the run folder has "
+               "each "
+               "warmup round's mask density per client, unit and parameter coverage, and mean "
+               "pairwise "
+               "overlap.",
+};
 
 /* FedPeWS's mask samples; index: the job's batch stream */
 enum { RNG_MASKS = 9 };

@@ -116,22 +116,37 @@ static int pa3dfl_check(void *block, const sim_yaml *map, const sim_key_ctx *ctx
 }
 
 const fl_section fl_pa3dfl_section = {
-        "pa3dfl", KEYS, sizeof(fl_pa3dfl_config), pa3dfl_check,
-        "Pa3dFL, spec 004; checked for the others. Every conv/linear layer but the head is W = "
-        "u·v: u (k²·R1 × R2) the same for all clients and averaged unweighted, v made of 1/p_min "
-        "blocks of which a client keeps the first p_i/p_min, p_i the largest multiple of p_min "
-        "with p_i² ≤ r_i (`devices.capacity`). R1 = T·p_min, R2 = max(min(S, T), k²) for convs and "
-        "R1 for linear layers; the decomposed layers have no bias. Clients train through a frozen "
-        "random global head plus their generated local head, with λ·Σ‖uᵀu − diag‖² on the convs, "
-        "and take their test model (1−α)·received + α·trained with α from an 11-point grid chosen "
-        "on held-out training samples. A server-side hyper-network generates every client's v and "
-        "local head from its embedding mixed with all others' by attention (a temperature per "
-        "tensor) and learns from the clients' changes to them. The messages carry u and the "
-        "client's kept entries both ways. Clients take plain SGD steps (`algorithm.momentum` and "
-        "`weight_decay` are refused; `algorithm.clip` clips the joint norm of u's and the kept "
-        "entries' gradient). Defaults: the spec's Fashion Hetero column, except `hn_clip` "
-        "(unclipped, γ = 1 diverged within four rounds on Fashion), and the two stabilizers "
-        "`hn_unit` and `hn_nlms`, which the paper does not describe."};
+        .name = "pa3dfl",
+        .keys = KEYS,
+        .size = sizeof(fl_pa3dfl_config),
+        .check = pa3dfl_check,
+        .doc = "Pa3dFL, spec 004; checked for the others. Every conv/linear layer but the head is "
+               "W = "
+               "u·v: u (k²·R1 × R2) the same for all clients and averaged unweighted, v made of "
+               "1/p_min "
+               "blocks of which a client keeps the first p_i/p_min, p_i the largest multiple of "
+               "p_min "
+               "with p_i² ≤ r_i (`devices.capacity`). R1 = T·p_min, R2 = max(min(S, T), k²) for "
+               "convs and "
+               "R1 for linear layers; the decomposed layers have no bias. Clients train through a "
+               "frozen "
+               "random global head plus their generated local head, with λ·Σ‖uᵀu − diag‖² on the "
+               "convs, "
+               "and take their test model (1−α)·received + α·trained with α from an 11-point grid "
+               "chosen "
+               "on held-out training samples. A server-side hyper-network generates every client's "
+               "v and "
+               "local head from its embedding mixed with all others' by attention (a temperature "
+               "per "
+               "tensor) and learns from the clients' changes to them. The messages carry u and the "
+               "client's kept entries both ways. Clients take plain SGD steps "
+               "(`algorithm.momentum` and "
+               "`weight_decay` are refused; `algorithm.clip` clips the joint norm of u's and the "
+               "kept "
+               "entries' gradient). Defaults: the spec's Fashion Hetero column, except `hn_clip` "
+               "(unclipped, γ = 1 diverged within four rounds on Fashion), and the two stabilizers "
+               "`hn_unit` and `hn_nlms`, which the paper does not describe.",
+};
 
 /* Pa3dFL's initial state; index: 0 general factors, 1 personal factors, 2 frozen global head,
  * 3 hyper-network */

@@ -75,13 +75,22 @@ static int pfedgate_check(void *block, const sim_yaml *map, const sim_key_ctx *c
 }
 
 const fl_section fl_pfedgate_section = {
-        "pfedgate", KEYS, sizeof(fl_pfedgate_config), pfedgate_check,
-        "pFedGate, spec 000; checked for the others. Every weight and bias tensor is cut into "
-        "`blocks` blocks, the first ⌈n·s_min⌉ long and always kept (s_min = min(max(1/B, 0.1), "
-        "s)); per batch the client's gate scores the blocks and the largest-scoring ones that fit "
-        "the budget are kept and scaled (the released code's greedy selection per group of linear "
-        "and other layers). Up goes the change of the blocks used over the job; the gate stays on "
-        "the client."};
+        .name = "pfedgate",
+        .keys = KEYS,
+        .size = sizeof(fl_pfedgate_config),
+        .check = pfedgate_check,
+        .doc = "pFedGate, spec 000; checked for the others. Every weight and bias tensor is cut "
+               "into "
+               "`blocks` blocks, the first ⌈n·s_min⌉ long and always kept (s_min = min(max(1/B, "
+               "0.1), "
+               "s)); per batch the client's gate scores the blocks and the largest-scoring ones "
+               "that fit "
+               "the budget are kept and scaled (the released code's greedy selection per group of "
+               "linear "
+               "and other layers). Up goes the change of the blocks used over the job; the gate "
+               "stays on "
+               "the client.",
+};
 
 static const fl_pfedgate_config *conf(const fl_env *env)
 {

@@ -84,10 +84,14 @@ static const sim_key KEYS[] = {
 };
 #undef K
 
-const fl_section fl_spafl_section = {"spafl", KEYS, sizeof(fl_spafl_config), NULL,
-                                     "SpaFL's switches; defaults follow the released FMNIST code, "
-                                     "spec 003 §8. Read for `spafl` and `spafl-local` and checked "
-                                     "for the others, so one scenario serves a sweep over `name`."};
+const fl_section fl_spafl_section = {
+        .name = "spafl",
+        .keys = KEYS,
+        .size = sizeof(fl_spafl_config),
+        .doc = "SpaFL's switches; defaults follow the released FMNIST code, "
+               "spec 003 §8. Read for `spafl` and `spafl-local` and checked "
+               "for the others, so one scenario serves a sweep over `name`.",
+};
 
 static const fl_spafl_config *conf(const fl_env *env)
 {

@@ -76,11 +76,17 @@ static const sim_key PFEDHN_KEYS[] = {
 #undef K
 
 const fl_section fl_pfedhn_section = {
-        "pfedhn", PFEDHN_KEYS, sizeof(pfedhn_config), NULL,
-        "pFedHN; checked for the others; defaults FLGo's, which Pa3dFL's Table 1 ran. The encoder "
-        "is a linear layer from the embedding, then `layers` × (ReLU, linear) at width `hidden`; a "
-        "linear generator maps its output to the body (every tensor but the last layer's). A job "
-        "costs FedPer's FLOPs; both messages carry the body."};
+        .name = "pfedhn",
+        .keys = PFEDHN_KEYS,
+        .size = sizeof(pfedhn_config),
+        .doc = "pFedHN; checked for the others; defaults FLGo's, which Pa3dFL's Table 1 ran. The "
+               "encoder "
+               "is a linear layer from the embedding, then `layers` × (ReLU, linear) at width "
+               "`hidden`; a "
+               "linear generator maps its output to the body (every tensor but the last layer's). "
+               "A job "
+               "costs FedPer's FLOPs; both messages carry the body.",
+};
 
 /* pFedHN's hyper-network initialization; index 0 */
 enum { RNG_PFEDHN = 13 };

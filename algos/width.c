@@ -143,13 +143,21 @@ static const sim_key KEYS[] = {
 #undef K
 
 const fl_section fl_width_section = {
-        "width", KEYS, sizeof(width_config), width_check,
-        "HeteroFL, FjORD, FedRolex, and `by: capacity` for Local; checked for the others. A width "
-        "p keeps ⌈p·C⌉ channels of every hidden layer (the first ones; FedRolex: from channel "
-        "round mod C, wrapping, and its clients are evaluated on the windows of the latest round); "
-        "messages carry only that sub-model, and the server averages each parameter over the "
-        "clients that hold it. The memory check (`devices`) uses the model a client really "
-        "trains."};
+        .name = "width",
+        .keys = KEYS,
+        .size = sizeof(width_config),
+        .check = width_check,
+        .doc = "HeteroFL, FjORD, FedRolex, and `by: capacity` for Local; checked for the others. A "
+               "width "
+               "p keeps ⌈p·C⌉ channels of every hidden layer (the first ones; FedRolex: from "
+               "channel "
+               "round mod C, wrapping, and its clients are evaluated on the windows of the latest "
+               "round); "
+               "messages carry only that sub-model, and the server averages each parameter over "
+               "the "
+               "clients that hold it. The memory check (`devices`) uses the model a client really "
+               "trains.",
+};
 
 /* FjORD's width draws; index: client << 32 | round */
 enum { RNG_WIDTH = 8 };
