@@ -375,6 +375,41 @@ static void run_warns(const char *sets, const char *want)
     free(txt);
 }
 
+/* What a run reports is what it has: a --cost-only run has no accuracy ("none", not nan, in the
+ * progress line and the summary) and draws only the timeline, and its plots line names only that;
+ * a run that trains names its accuracy and all three plots. */
+static void test_reports(void)
+{
+    char cmd[1024], outp[128], errp[128];
+    snprintf(outp, sizeof outp, "%s/rep.out", dir);
+    snprintf(errp, sizeof errp, "%s/rep.err", dir);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s run scenarios/tiny.yaml --set rounds=1 %s --out %s/rep%d > %s 2> %s", bin,
+                 k ? "" : "--cost-only", dir, k, outp, errp);
+        CHECK(system(cmd) == 0);
+        size_t len;
+        char *out = test_slurp(outp, &len), *err = test_slurp(errp, &len);
+        const char *prog = err ? strstr(err, "round 1/1") : NULL;
+        CHECK_MSG(out && err && !strstr(out, "nan") && !strstr(err, "nan"), "no nan reported: %s%s",
+                  out ? out : "", err ? err : "");
+        if (k == 0) {
+            CHECK_MSG(out && strstr(out, "final accuracy none (--cost-only: nothing trained)\n"),
+                      "cost-only summary: %s", out ? out : "");
+            CHECK_MSG(out && strstr(out, "rep0/timeline.png\n") && !strstr(out, "acc_time"),
+                      "cost-only plots line: %s", out ? out : "");
+            CHECK_MSG(prog && !strstr(prog, "acc "), "cost-only progress: %s", err ? err : "");
+        } else {
+            CHECK_MSG(out && strstr(out, "final accuracy 0.") &&
+                              strstr(out, "rep1/acc_time.png, acc_bytes.png, timeline.png\n"),
+                      "summary and plots: %s", out ? out : "");
+            CHECK_MSG(prog && strstr(prog, "  acc 0."), "progress: %s", err ? err : "");
+        }
+        free(out);
+        free(err);
+    }
+}
+
 static void test_base(void)
 {
     static const struct {
@@ -697,6 +732,7 @@ int main(void)
     test_names();
     test_shift();
     test_base();
+    test_reports();
     test_kernels();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
