@@ -410,6 +410,32 @@ static void test_reports(void)
     }
 }
 
+/* The build says one short line per file ("  CC  sim/units.o"), the compiler's command line only
+ * with V=1 (a first `make run` scrolled dozens of them). One file, into a folder of its own; the
+ * make running the tests passes its flags (its jobserver) in MAKEFLAGS, which this make must not
+ * take. */
+static void test_build_lines(void)
+{
+    char cmd[512], outp[128];
+    snprintf(outp, sizeof outp, "%s/make.txt", dir);
+    for (int v = 0; v < 2; v++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -B MODE=test "
+                 "BUILD=%s/mk V=%d %s/mk/sim/units.o >%s "
+                 "2>&1",
+                 dir, v, dir, outp);
+        CHECK(system(cmd) == 0);
+        size_t len;
+        char *t = test_slurp(outp, &len);
+        if (v == 0)
+            CHECK_MSG(t && !strcmp(t, "  CC  sim/units.o\n"), "quiet build line: %s", t ? t : "");
+        else
+            CHECK_MSG(t && strstr(t, " -c sim/units.c -o ") && !strstr(t, "  CC "),
+                      "V=1 build line: %s", t ? t : "");
+        free(t);
+    }
+}
+
 static void test_base(void)
 {
     static const struct {
@@ -733,6 +759,7 @@ int main(void)
     test_shift();
     test_base();
     test_reports();
+    test_build_lines();
     test_kernels();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
