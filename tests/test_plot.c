@@ -151,7 +151,7 @@ static void test_sweep(void)
     CHECK(sh(cmd) == 0);
     for (int r = 2; r <= 3; r++) {
         snprintf(p, sizeof p, "%s/sw/rounds=%d/metrics.tsv", dir, r);
-        CHECK_MSG(data_rows(p) == r, "%s has %d rows", p, r);
+        CHECK_MSG(data_rows(p) == r + 1, "%s has %d rows (round 0 too)", p, r + 1);
     }
     snprintf(p, sizeof p, "%s/sw/rounds=2/metrics.tsv", dir);
     snprintf(q, sizeof q, "%s/r2/metrics.tsv", dir);
@@ -314,6 +314,28 @@ static void test_summary_order(void)
     }
     snprintf(cmd, sizeof cmd, "%s summary %s/so/summary.tsv 2>/dev/null", bin, dir);
     CHECK_MSG(sh(cmd) == 2, "summary of no run folder is an error");
+    /* round 0 is the initial model: a target it meets takes 0 rounds, 0 s and 0 bytes; one met
+     * after the first aggregation takes 1 round (the row's round, not its index) */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/r0 && printf '# fedsim run r0 seed=1 algorithm=fedavg clients=2\\n"
+             "round\\tsim_time_s\\tbytes_up\\tbytes_down\\tclient_flops\\tacc_global\\n"
+             "0\\t0\\t0\\t0\\t0\\t0.5\\n1\\t4\\t10\\t10\\t1\\t0.8\\n' "
+             ">%s/r0/metrics.tsv",
+             dir, dir);
+    CHECK(sh(cmd) == 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s summary --raw --target %s %s/r0 >%s/r0.txt", bin,
+                 k ? "0.7" : "0.4", dir, dir);
+        CHECK(sh(cmd) == 0);
+        snprintf(p, sizeof p, "%s/r0.txt", dir);
+        char *t = test_slurp(p, &len);
+        double rd = token_after(t, "/r0 ", 2), ts = token_after(t, "/r0 ", 3),
+               bs = token_after(t, "/r0 ", 4);
+        CHECK_MSG(k ? rd == 1 && ts == 4 && bs == 20 : rd == 0 && ts == 0 && bs == 0,
+                  "target %s: rounds %g, %g s, %g bytes: %s", k ? "0.7" : "0.4", rd, ts, bs,
+                  t ? t : "");
+        free(t);
+    }
 }
 
 /* A run whose method evaluates over another's training (DM-PFL+ over DM-PFL) draws its base's
@@ -399,7 +421,7 @@ static void test_no_gnuplot(void)
              dir, dir, bin, dir, dir);
     CHECK_MSG(sh(cmd) == 0, "a run without gnuplot succeeds");
     snprintf(p, sizeof p, "%s/np/metrics.tsv", dir);
-    CHECK(data_rows(p) == 5);
+    CHECK(data_rows(p) == 6); /* rounds 0..5 */
     snprintf(p, sizeof p, "%s/np.err", dir);
     size_t len;
     char *e = test_slurp(p, &len);
@@ -503,7 +525,7 @@ static void test_wide_metrics(void)
     if (f) fclose(f);
     free(t);
     /* final accuracy (token 0), at_val (8: the accuracy at the first best validation) and
-     * val_round (9): the validation accuracy is best from the second row on */
+     * val_round (9): the validation accuracy is best from the second row (round 1) on */
     char *s[2];
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof cmd, "%s summary --raw %s%s --acc personalized >%s/wide%d.txt 2>&1",
@@ -515,8 +537,8 @@ static void test_wide_metrics(void)
     }
     double fin = token_after(s[0], "/a", 0), wfin = token_after(s[1], "/wide", 0);
     CHECK_MSG(fin > 0 && wfin == fin && isnan(token_after(s[0], "/a", 8)) &&
-                      token_after(s[1], "/wide", 9) == 2 && token_after(s[1], "/wide", 8) > 0,
-              "summary: wide's final accuracy %g is a's %g; its at_val is round 2's: %s", wfin, fin,
+                      token_after(s[1], "/wide", 9) == 1 && token_after(s[1], "/wide", 8) > 0,
+              "summary: wide's final accuracy %g is a's %g; its at_val is round 1's: %s", wfin, fin,
               s[1] ? s[1] : "");
     free(s[0]);
     free(s[1]);

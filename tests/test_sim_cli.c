@@ -283,7 +283,7 @@ static void test_shift(void)
         rows++; /* acc_pers_mean is column 8, acc_shift_0 column 14 */
         same &= n == 16 && v[7] == v[13] && v[15] >= 0 && v[15] <= 1;
     }
-    CHECK_MSG(rows == 5 && same, "%d rows with acc_shift_0 = acc_pers_mean", rows);
+    CHECK_MSG(rows == 6 && same, "%d rows (rounds 0..5) with acc_shift_0 = acc_pers_mean", rows);
     free(txt);
 }
 
@@ -405,6 +405,22 @@ static void test_reports(void)
                       "summary and plots: %s", out ? out : "");
             CHECK_MSG(prog && strstr(prog, "  acc 0."), "progress: %s", err ? err : "");
         }
+        /* metrics.tsv starts with the initial model: round 0, at time 0, nothing sent yet (an
+         * accuracy in a run that trains); then round 1 */
+        char path[160], r0[32], r1[32], t0[32], b0[32], a0[32];
+        snprintf(path, sizeof path, "%s/rep%d/metrics.tsv", dir, k);
+        char *m = test_slurp(path, &len);
+        int got = m && metric_field(m, "round", 0, r0, sizeof r0) &&
+                  metric_field(m, "round", 1, r1, sizeof r1) &&
+                  !metric_field(m, "round", 2, t0, sizeof t0) &&
+                  metric_field(m, "sim_time_s", 0, t0, sizeof t0) &&
+                  metric_field(m, "bytes_up", 0, b0, sizeof b0) &&
+                  metric_field(m, "acc_global", 0, a0, sizeof a0);
+        double acc0 = got ? atof(a0) : -1;
+        CHECK_MSG(got && !strcmp(r0, "0") && !strcmp(r1, "1") && atof(t0) == 0 &&
+                          !strcmp(b0, "0") && (k ? acc0 > 0 && acc0 < 1 : !strcmp(a0, "nan")),
+                  "metrics.tsv round 0: %s", m ? m : "");
+        free(m);
         free(out);
         free(err);
     }
@@ -472,9 +488,9 @@ static void test_base(void)
             differ |= metric_field(txt[0], "acc_pers_mean", r, x, sizeof x) &&
                       metric_field(txt[0], "acc_base_mean", r, y, sizeof y) && strcmp(x, y);
         }
-        CHECK_MSG(rows == 5 && ok,
+        CHECK_MSG(rows == 6 && ok,
                   "%s: acc_base_* = %s's personalized accuracy, same training "
-                  "(%d rows)",
+                  "(%d rows, rounds 0..5)",
                   pairs[p].plus, pairs[p].base, rows);
         CHECK_MSG(differ, "%s: its own accuracy differs from its base's in some row",
                   pairs[p].plus);
