@@ -10,10 +10,20 @@
 #                 default build has no MPI dependency
 #   make fuzz     libFuzzer targets (clang), each run FUZZ_SECONDS (60) on its corpus in
 #                 tests/fuzz/corpus/; what they find is kept there, and make test replays it
+#   V=1           print the full compiler command lines (default: one "  CC sim/engine.o" line each)
 # Each mode builds in build/<mode>, so flags never mix. The public targets first run `deps`, then
 # re-enter make with MODE set: pkg-config is only asked once the packages are surely installed.
 MODE ?= release
 BUILD := build/$(MODE)
+# Quiet build lines, "  CC sim/engine.o", unless V=1 asks for the commands themselves (a first
+# `make run` otherwise scrolls dozens of compiler lines past before the run says anything).
+ifeq ($(V),1)
+Q :=
+SAY := @:
+else
+Q := @
+SAY := @printf '  %-3s %s\n'
+endif
 
 # Debian packages the build, the tests and the default run need (DESIGN.md section 1).
 DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml-dev \
@@ -137,17 +147,22 @@ deps mpi-deps fuzz-deps:
 	fi
 
 $(BUILD)/fedsim: $(CMD_OBJ) $(LIB_OBJ)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+	$(SAY) LD $@
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 build-mpi: $(BUILD)/fedsim-mpi
 $(BUILD)/fedsim-mpi: $(CMD_OBJ) $(MPI_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+	$(SAY) LD $@
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJ)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+	$(SAY) LD $@
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/tests/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(LIB_OBJ)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
+	$(SAY) LD $@
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+	$(SAY) CC $(@:$(BUILD)/%=%)
+	$(Q)$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 # The numerical suites (nn, algos) run a second time under other BLAS kernels (tests/run.sh),
 # but for the one-epoch Fashion-MNIST run: it alone would double the pass's time, and its one
@@ -189,7 +204,8 @@ run-fuzz: $(FUZZ:%=$(BUILD)/tests/fuzz/fuzz_%)
 
 SRC_ALL = $(wildcard sim/*.[ch] nn/*.[ch] devices/*.[ch] algos/*.[ch] plots/*.[ch] tests/*.[ch] tests/bench/*.[ch] tests/fuzz/*.[ch])
 check-format:
-	clang-format --dry-run --Werror $(SRC_ALL)
+	$(SAY) FMT "clang-format --dry-run on $(words $(SRC_ALL)) files"
+	$(Q)clang-format --dry-run --Werror $(SRC_ALL)
 format:
 	clang-format -i $(SRC_ALL)
 

@@ -472,6 +472,16 @@ int plot_check(const plot_opts *o, const char *out_dir, unsigned figs, sim_err *
     return SIM_OK;
 }
 
+void plot_fig_list(char *buf, size_t n, const plot_opts *o, unsigned figs)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 4 && len < n; i++)
+        if (figs & (1u << i))
+            len += (size_t)snprintf(buf + len, n - len, "%s%s.%s", len ? ", " : "", fig_names[i],
+                                    plot_format_ext(o->format));
+}
+
 void plot_put_str(FILE *f, const char *s)
 {
     fputc('\'', f);
@@ -847,6 +857,7 @@ void plot_live_init(plot_live *l, plot_proc *proc, const plot_opts *o, const cha
     l->dir = dir;
     l->last_wall = wall_s();
     l->every_s = 5;
+    l->figs = 0;
 }
 
 void plot_live_tick(void *arg, int round, int final)
@@ -857,7 +868,9 @@ void plot_live_tick(void *arg, int round, int final)
     if (!final && w - l->last_wall < l->every_s) return;
     l->last_wall = w;
     sim_err err = {0};
-    if (plot_run(l->proc, &l->opts, l->dir, NULL, &err) < 0 && final) {
+    int figs = plot_run(l->proc, &l->opts, l->dir, NULL, &err);
+    if (figs >= 0) l->figs = (unsigned)figs;
+    if (figs < 0 && final) {
         char msg[1200];
         sim_err_format(&err, msg, sizeof msg);
         fprintf(stderr, "fedsim: plots: %s\n", msg);

@@ -120,6 +120,9 @@ void plot_remove(const plot_opts *o, const char *out_dir);
 /* After plot_close: each figure in figs (PLOT_FIG_*) is a non-empty file in out_dir; else
  * SIM_EIO naming the first that is not. */
 int plot_check(const plot_opts *o, const char *out_dir, unsigned figs, sim_err *err);
+/* The file names of figs (PLOT_FIG_*) in o->format, comma-separated ("acc_time.png, ..."), or ""
+ * for none. */
+void plot_fig_list(char *buf, size_t n, const plot_opts *o, unsigned figs);
 
 /* Live plots of a running engine: hand plot_live_tick and a plot_live to the engine's on_tick. */
 typedef struct plot_live {
@@ -127,6 +130,7 @@ typedef struct plot_live {
     plot_opts opts;
     const char *dir; /* the run folder (borrowed) */
     double last_wall, every_s;
+    unsigned figs; /* PLOT_FIG_* of the last draw asked for (what the run's folder holds) */
 } plot_live;
 void plot_live_init(plot_live *l, plot_proc *proc, const plot_opts *o, const char *dir);
 void plot_live_tick(void *arg, int round, int final);

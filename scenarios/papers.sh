@@ -215,7 +215,7 @@ if [ -z "$done_dirs" ]; then
     finish
 fi
 # shellcheck disable=SC2086
-$FEDSIM summary $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
+$FEDSIM summary --raw $done_dirs --target "$target" --acc personalized | tee "$out/summary.txt"
 # the paper's figure beside each run's final and best (Pa3dFL's Table 1, Fashion-MNIST; its
 # Table 3 for the ablation); DM-PFL's and pFedGate's papers have no Fashion-MNIST table
 w=algorithm.name

@@ -287,7 +287,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
                 sc->spec.algo->name, sc->spec.fed.rounds,
                 sc->spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
     int rc = sim_engine_run(e, &err);
-    int sc_mode_sync = sc->spec.fed.mode == SIM_SYNC;
+    int sc_mode_sync = sc->spec.fed.mode == SIM_SYNC, cost_only = sc->spec.env.cost_only;
     sim_totals t;
     sim_engine_totals(e, &t);
     sim_engine_free(e);
@@ -337,14 +337,26 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     sim_format_time(ts, sizeof ts, t.now);
     sim_format_bytes(up, sizeof up, t.bytes_up);
     sim_format_bytes(down, sizeof down, t.bytes_down);
+    /* what the run has: a --cost-only run evaluates nothing, so it has no accuracy to report */
+    double acc = isnan(t.acc_global) ? t.acc_pers : t.acc_global;
+    char acc_text[64];
+    if (isnan(acc))
+        snprintf(acc_text, sizeof acc_text, "accuracy none%s",
+                 cost_only ? " (--cost-only: nothing trained)" : "");
+    else
+        snprintf(acc_text, sizeof acc_text, "%saccuracy %.4f",
+                 isnan(t.acc_global) ? "personalized " : "", acc);
     printf("%s: %d %s in %s simulated; up %s, down %s; %ld jobs, %ld lost, %ld late, "
-           "%ld clients excluded (memory); final %saccuracy %.4f\nmetrics: %s/metrics.tsv\n",
+           "%ld clients excluded (memory); final %s\nmetrics: %s/metrics.tsv\n",
            out, t.round, sc_mode_sync ? "rounds" : "aggregations", ts, up, down, t.jobs, t.dropped,
-           t.late, t.excluded, isnan(t.acc_global) ? "personalized " : "",
-           isnan(t.acc_global) ? t.acc_pers : t.acc_global, out);
-    if (gp && !plots_failed) {
-        const char *x = plot_format_ext(o->plots.format);
-        printf("plots: %s/acc_time.%s, acc_bytes.%s, timeline.%s\n", out, x, x, x);
+           t.late, t.excluded, acc_text, out);
+    if (gp && !plots_failed) { /* the figures its last draw asked for */
+        char list[256];
+        plot_fig_list(list, sizeof list, &o->plots, live.figs);
+        if (live.figs)
+            printf("plots: %s/%s\n", out, list);
+        else
+            printf("plots: none (metrics.tsv has no accuracy and timeline.tsv no job)\n");
     }
     fflush(stdout);
     return plots_failed ? 2 : 0; /* a plot asked for and not drawn is not a success */

@@ -241,15 +241,20 @@ static int cmd_sweep(int argc, char **argv, rank_hooks *ranks)
         for (long p = 0; p < points; p++)
             dirs[p] = run_dir[p], names[p] = label[p];
         sim_err err = {0};
+        int figs = 0;
         if (!gp)
             sim_cli_gnuplot_missing();
-        else if (plot_overlay(gp, &o.plots, dir, (int)points, dirs, names, &err) < 0)
+        else if ((figs = plot_overlay(gp, &o.plots, dir, (int)points, dirs, names, &err)) < 0)
             rc = sim_cli_print_err(&err);
         if (gp && plot_close(gp) && !rc)
             rc = sim_cli_die("gnuplot reported errors (above)");
-        else if (gp && !rc) {
-            const char *x = plot_format_ext(o.plots.format);
-            printf("plots: %s/acc_time.%s, acc_bytes.%s, to_target.%s\n", dir, x, x, x);
+        else if (gp && !rc) { /* the figures drawn: none when no point has an accuracy */
+            char list[256];
+            plot_fig_list(list, sizeof list, &o.plots, (unsigned)figs);
+            if (figs)
+                printf("plots: %s/%s\n", dir, list);
+            else
+                printf("plots: none (no point has an accuracy in its metrics.tsv)\n");
         }
         free(dirs);
         free(names);

@@ -329,6 +329,9 @@ int sim_engine_run(sim_engine *e, sim_err *err)
      * before (sim_sync_start_round then writes none: that one is this round's) */
     int pending = e->start_pending;
     e->start_pending = 0;
+    /* metrics.tsv starts at round 0, the initial model, so every curve starts where training
+     * does (a resumed run has that row already) */
+    if (!e->resumed) sim_eng_evaluate(e);
     int rc = e->resumed                     ? (pending ? sim_sync_start_round(e, err) : SIM_OK)
              : e->spec.fed.mode == SIM_SYNC ? sim_sync_start_round(e, err)
                                             : sim_async_fill(e, err);

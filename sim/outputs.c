@@ -230,10 +230,13 @@ void sim_eng_progress(sim_engine *e, int final)
     sim_format_time(t, sizeof t, e->now);
     sim_format_bytes(up, sizeof up, e->tot.bytes_up);
     sim_format_bytes(down, sizeof down, e->tot.bytes_down);
-    fprintf(stderr, "%s%s %d/%d  sim %s  up %s down %s  acc %.4f  wall %.0fs  eta %.0fs%s",
-            tty ? "\r" : "", e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round,
-            total, t, up, down, isnan(e->tot.acc_global) ? e->tot.acc_pers : e->tot.acc_global, el,
-            eta, tty ? "   " : "\n");
+    /* no accuracy before the first evaluation, nor ever in a --cost-only run: none shown */
+    double acc = isnan(e->tot.acc_global) ? e->tot.acc_pers : e->tot.acc_global;
+    char acc_text[32] = "";
+    if (!isnan(acc)) snprintf(acc_text, sizeof acc_text, "  acc %.4f", acc);
+    fprintf(stderr, "%s%s %d/%d  sim %s  up %s down %s%s  wall %.0fs  eta %.0fs%s", tty ? "\r" : "",
+            e->spec.fed.mode == SIM_SYNC ? "round" : "aggregation", e->round, total, t, up, down,
+            acc_text, el, eta, tty ? "   " : "\n");
     if (final && tty) fprintf(stderr, "\n");
 }
 

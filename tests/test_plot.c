@@ -151,7 +151,7 @@ static void test_sweep(void)
     CHECK(sh(cmd) == 0);
     for (int r = 2; r <= 3; r++) {
         snprintf(p, sizeof p, "%s/sw/rounds=%d/metrics.tsv", dir, r);
-        CHECK_MSG(data_rows(p) == r, "%s has %d rows", p, r);
+        CHECK_MSG(data_rows(p) == r + 1, "%s has %d rows (round 0 too)", p, r + 1);
     }
     snprintf(p, sizeof p, "%s/sw/rounds=2/metrics.tsv", dir);
     snprintf(q, sizeof q, "%s/r2/metrics.tsv", dir);
@@ -198,7 +198,7 @@ static void test_summary_groups(void)
              "%s sweep scenarios/tiny.yaml --vary seed=1,2 --vary rounds=2,3 -q --plots none "
              "--workers 0 --out %s/sg >/dev/null && cp -r %s/sg/seed=1,rounds=2 %s/run-1 && "
              "cp -r %s/sg/seed=2,rounds=2 %s/run-2 && mkdir -p %s/b && cp -r %s/run-1 %s/b && "
-             "%s summary %s/sg/*/ %s/run-1 %s/run-2 %s/b/run-1 > %s/sg.txt",
+             "%s summary --raw %s/sg/*/ %s/run-1 %s/run-2 %s/b/run-1 > %s/sg.txt",
              bin, dir, dir, dir, dir, dir, dir, dir, dir, bin, dir, dir, dir, dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(p, sizeof p, "%s/sg.txt", dir);
@@ -240,7 +240,7 @@ static void test_summary_groups(void)
              "global\\n"
              "10\\t1\\t1\\t1\\t1\\t0.5\\t1\\n20\\t2\\t2\\t2\\t2\\t0.8\\t1\\n"
              "30\\t3\\t3\\t3\\t3\\t0.7\\t1\\n40\\t4\\t4\\t4\\t4\\t0.8\\t1\\n"
-             "50\\t5\\t5\\t5\\t5\\t0.75\\t1\\n' >%s/peak/metrics.tsv && %s summary %s/peak "
+             "50\\t5\\t5\\t5\\t5\\t0.75\\t1\\n' >%s/peak/metrics.tsv && %s summary --raw %s/peak "
              ">%s/peak.txt",
              dir, dir, bin, dir, dir);
     CHECK(sh(cmd) == 0);
@@ -260,7 +260,7 @@ static void test_summary_groups(void)
              "10\\t1\\t1\\t1\\t1\\t0.1\\t0.5\\t0.6\\n20\\t2\\t2\\t2\\t2\\t0.1\\t0.8\\t0.7\\n"
              "30\\t3\\t3\\t3\\t3\\t0.1\\t0.7\\t0.9\\n40\\t4\\t4\\t4\\t4\\t0.1\\t0.8\\t0.85\\n"
              "50\\t5\\t5\\t5\\t5\\t0.1\\t0.75\\t0.9\\n' >%s/vpeak/metrics.tsv && "
-             "%s summary %s/vpeak --acc personalized >%s/vpeak.txt",
+             "%s summary --raw %s/vpeak --acc personalized >%s/vpeak.txt",
              dir, dir, bin, dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(p, sizeof p, "%s/vpeak.txt", dir);
@@ -270,6 +270,72 @@ static void test_summary_groups(void)
               "summary: at_val 0.7 at round 30 (best 0.8): %s", pt ? pt : "");
     free(pt);
     free(t);
+}
+
+/* summary over a sweep folder's glob: points in numeric order (a shell sorts rounds=10 before
+ * rounds=5), the folder's summary.tsv skipped with a note, time and bytes in human units, plain
+ * numbers with --raw. */
+static void test_summary_order(void)
+{
+    char cmd[2048], p[256];
+    size_t len;
+    int r[3] = {10, 20, 5};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s/so/rounds=%d && printf '# fedsim run so seed=1 algorithm=fedavg "
+                 "clients=2\\nround\\tsim_time_s\\tbytes_up\\tbytes_down\\tclient_flops\\t"
+                 "acc_global\\n1\\t90\\t1048576\\t2097152\\t1\\t0.8\\n' "
+                 ">%s/so/rounds=%d/metrics.tsv",
+                 dir, r[i], dir, r[i]);
+        CHECK(sh(cmd) == 0);
+    }
+    for (int raw = 0; raw < 2; raw++) {
+        snprintf(cmd, sizeof cmd,
+                 "touch %s/so/summary.tsv && %s summary %s %s/so/* >%s/so.txt 2>%s/so.err", dir,
+                 bin, raw ? "--raw" : "", dir, dir, dir);
+        CHECK(sh(cmd) == 0);
+        snprintf(p, sizeof p, "%s/so.txt", dir);
+        char *t = test_slurp(p, &len);
+        snprintf(p, sizeof p, "%s/so.err", dir);
+        char *e = test_slurp(p, &len);
+        const char *a = t ? strstr(t, "rounds=5 ") : NULL, *b = t ? strstr(t, "rounds=10 ") : NULL,
+                   *c = t ? strstr(t, "rounds=20 ") : NULL;
+        CHECK_MSG(a && b && c && a < b && b < c, "summary rows in numeric order: %s", t ? t : "");
+        snprintf(p, sizeof p, "skipped %s/so/summary.tsv: not a run folder (no metrics.tsv)\n",
+                 dir);
+        CHECK_MSG(e && strstr(e, p), "summary skips the sweep's files with a note: %s", e ? e : "");
+        /* reached 0.7 at 90 s with 3 MiB; the run's 3 MiB in total */
+        const char *want = raw ? "   90.000        3145728        3145728 "
+                               : "   1.50 min       3.00 MiB       3.00 MiB ";
+        CHECK_MSG(a && strstr(a, want), "summary%s: '%s' in %s", raw ? " --raw" : "", want,
+                  t ? t : "");
+        free(t);
+        free(e);
+    }
+    snprintf(cmd, sizeof cmd, "%s summary %s/so/summary.tsv 2>/dev/null", bin, dir);
+    CHECK_MSG(sh(cmd) == 2, "summary of no run folder is an error");
+    /* round 0 is the initial model: a target it meets takes 0 rounds, 0 s and 0 bytes; one met
+     * after the first aggregation takes 1 round (the row's round, not its index) */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/r0 && printf '# fedsim run r0 seed=1 algorithm=fedavg clients=2\\n"
+             "round\\tsim_time_s\\tbytes_up\\tbytes_down\\tclient_flops\\tacc_global\\n"
+             "0\\t0\\t0\\t0\\t0\\t0.5\\n1\\t4\\t10\\t10\\t1\\t0.8\\n' "
+             ">%s/r0/metrics.tsv",
+             dir, dir);
+    CHECK(sh(cmd) == 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s summary --raw --target %s %s/r0 >%s/r0.txt", bin,
+                 k ? "0.7" : "0.4", dir, dir);
+        CHECK(sh(cmd) == 0);
+        snprintf(p, sizeof p, "%s/r0.txt", dir);
+        char *t = test_slurp(p, &len);
+        double rd = token_after(t, "/r0 ", 2), ts = token_after(t, "/r0 ", 3),
+               bs = token_after(t, "/r0 ", 4);
+        CHECK_MSG(k ? rd == 1 && ts == 4 && bs == 20 : rd == 0 && ts == 0 && bs == 0,
+                  "target %s: rounds %g, %g s, %g bytes: %s", k ? "0.7" : "0.4", rd, ts, bs,
+                  t ? t : "");
+        free(t);
+    }
 }
 
 /* A run whose method evaluates over another's training (DM-PFL+ over DM-PFL) draws its base's
@@ -355,7 +421,7 @@ static void test_no_gnuplot(void)
              dir, dir, bin, dir, dir);
     CHECK_MSG(sh(cmd) == 0, "a run without gnuplot succeeds");
     snprintf(p, sizeof p, "%s/np/metrics.tsv", dir);
-    CHECK(data_rows(p) == 5);
+    CHECK(data_rows(p) == 6); /* rounds 0..5 */
     snprintf(p, sizeof p, "%s/np.err", dir);
     size_t len;
     char *e = test_slurp(p, &len);
@@ -459,11 +525,11 @@ static void test_wide_metrics(void)
     if (f) fclose(f);
     free(t);
     /* final accuracy (token 0), at_val (8: the accuracy at the first best validation) and
-     * val_round (9): the validation accuracy is best from the second row on */
+     * val_round (9): the validation accuracy is best from the second row (round 1) on */
     char *s[2];
     for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd, "%s summary %s%s --acc personalized >%s/wide%d.txt 2>&1", bin,
-                 dir, k ? "/wide" : "/a", dir, k);
+        snprintf(cmd, sizeof cmd, "%s summary --raw %s%s --acc personalized >%s/wide%d.txt 2>&1",
+                 bin, dir, k ? "/wide" : "/a", dir, k);
         int rc = sh(cmd);
         snprintf(path, sizeof path, "%s/wide%d.txt", dir, k);
         s[k] = test_slurp(path, &len);
@@ -471,8 +537,8 @@ static void test_wide_metrics(void)
     }
     double fin = token_after(s[0], "/a", 0), wfin = token_after(s[1], "/wide", 0);
     CHECK_MSG(fin > 0 && wfin == fin && isnan(token_after(s[0], "/a", 8)) &&
-                      token_after(s[1], "/wide", 9) == 2 && token_after(s[1], "/wide", 8) > 0,
-              "summary: wide's final accuracy %g is a's %g; its at_val is round 2's: %s", wfin, fin,
+                      token_after(s[1], "/wide", 9) == 1 && token_after(s[1], "/wide", 8) > 0,
+              "summary: wide's final accuracy %g is a's %g; its at_val is round 1's: %s", wfin, fin,
               s[1] ? s[1] : "");
     free(s[0]);
     free(s[1]);
@@ -494,6 +560,7 @@ int main(void)
     test_bad_metrics();
     test_sweep();
     test_summary_groups();
+    test_summary_order();
     test_base_curves();
     test_injection();
     test_no_gnuplot();

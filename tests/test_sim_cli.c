@@ -283,7 +283,7 @@ static void test_shift(void)
         rows++; /* acc_pers_mean is column 8, acc_shift_0 column 14 */
         same &= n == 16 && v[7] == v[13] && v[15] >= 0 && v[15] <= 1;
     }
-    CHECK_MSG(rows == 5 && same, "%d rows with acc_shift_0 = acc_pers_mean", rows);
+    CHECK_MSG(rows == 6 && same, "%d rows (rounds 0..5) with acc_shift_0 = acc_pers_mean", rows);
     free(txt);
 }
 
@@ -375,6 +375,83 @@ static void run_warns(const char *sets, const char *want)
     free(txt);
 }
 
+/* What a run reports is what it has: a --cost-only run has no accuracy ("none", not nan, in the
+ * progress line and the summary) and draws only the timeline, and its plots line names only that;
+ * a run that trains names its accuracy and all three plots. */
+static void test_reports(void)
+{
+    char cmd[1024], outp[128], errp[128];
+    snprintf(outp, sizeof outp, "%s/rep.out", dir);
+    snprintf(errp, sizeof errp, "%s/rep.err", dir);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s run scenarios/tiny.yaml --set rounds=1 %s --out %s/rep%d > %s 2> %s", bin,
+                 k ? "" : "--cost-only", dir, k, outp, errp);
+        CHECK(system(cmd) == 0);
+        size_t len;
+        char *out = test_slurp(outp, &len), *err = test_slurp(errp, &len);
+        const char *prog = err ? strstr(err, "round 1/1") : NULL;
+        CHECK_MSG(out && err && !strstr(out, "nan") && !strstr(err, "nan"), "no nan reported: %s%s",
+                  out ? out : "", err ? err : "");
+        if (k == 0) {
+            CHECK_MSG(out && strstr(out, "final accuracy none (--cost-only: nothing trained)\n"),
+                      "cost-only summary: %s", out ? out : "");
+            CHECK_MSG(out && strstr(out, "rep0/timeline.png\n") && !strstr(out, "acc_time"),
+                      "cost-only plots line: %s", out ? out : "");
+            CHECK_MSG(prog && !strstr(prog, "acc "), "cost-only progress: %s", err ? err : "");
+        } else {
+            CHECK_MSG(out && strstr(out, "final accuracy 0.") &&
+                              strstr(out, "rep1/acc_time.png, acc_bytes.png, timeline.png\n"),
+                      "summary and plots: %s", out ? out : "");
+            CHECK_MSG(prog && strstr(prog, "  acc 0."), "progress: %s", err ? err : "");
+        }
+        /* metrics.tsv starts with the initial model: round 0, at time 0, nothing sent yet (an
+         * accuracy in a run that trains); then round 1 */
+        char path[160], r0[32], r1[32], t0[32], b0[32], a0[32];
+        snprintf(path, sizeof path, "%s/rep%d/metrics.tsv", dir, k);
+        char *m = test_slurp(path, &len);
+        int got = m && metric_field(m, "round", 0, r0, sizeof r0) &&
+                  metric_field(m, "round", 1, r1, sizeof r1) &&
+                  !metric_field(m, "round", 2, t0, sizeof t0) &&
+                  metric_field(m, "sim_time_s", 0, t0, sizeof t0) &&
+                  metric_field(m, "bytes_up", 0, b0, sizeof b0) &&
+                  metric_field(m, "acc_global", 0, a0, sizeof a0);
+        double acc0 = got ? atof(a0) : -1;
+        CHECK_MSG(got && !strcmp(r0, "0") && !strcmp(r1, "1") && atof(t0) == 0 &&
+                          !strcmp(b0, "0") && (k ? acc0 > 0 && acc0 < 1 : !strcmp(a0, "nan")),
+                  "metrics.tsv round 0: %s", m ? m : "");
+        free(m);
+        free(out);
+        free(err);
+    }
+}
+
+/* The build says one short line per file ("  CC  sim/units.o"), the compiler's command line only
+ * with V=1 (a first `make run` scrolled dozens of them). One file, into a folder of its own; the
+ * make running the tests passes its flags (its jobserver) in MAKEFLAGS, which this make must not
+ * take. */
+static void test_build_lines(void)
+{
+    char cmd[512], outp[128];
+    snprintf(outp, sizeof outp, "%s/make.txt", dir);
+    for (int v = 0; v < 2; v++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -B MODE=test "
+                 "BUILD=%s/mk V=%d %s/mk/sim/units.o >%s "
+                 "2>&1",
+                 dir, v, dir, outp);
+        CHECK(system(cmd) == 0);
+        size_t len;
+        char *t = test_slurp(outp, &len);
+        if (v == 0)
+            CHECK_MSG(t && !strcmp(t, "  CC  sim/units.o\n"), "quiet build line: %s", t ? t : "");
+        else
+            CHECK_MSG(t && strstr(t, " -c sim/units.c -o ") && !strstr(t, "  CC "),
+                      "V=1 build line: %s", t ? t : "");
+        free(t);
+    }
+}
+
 static void test_base(void)
 {
     static const struct {
@@ -411,9 +488,9 @@ static void test_base(void)
             differ |= metric_field(txt[0], "acc_pers_mean", r, x, sizeof x) &&
                       metric_field(txt[0], "acc_base_mean", r, y, sizeof y) && strcmp(x, y);
         }
-        CHECK_MSG(rows == 5 && ok,
+        CHECK_MSG(rows == 6 && ok,
                   "%s: acc_base_* = %s's personalized accuracy, same training "
-                  "(%d rows)",
+                  "(%d rows, rounds 0..5)",
                   pairs[p].plus, pairs[p].base, rows);
         CHECK_MSG(differ, "%s: its own accuracy differs from its base's in some row",
                   pairs[p].plus);
@@ -697,6 +774,8 @@ int main(void)
     test_names();
     test_shift();
     test_base();
+    test_reports();
+    test_build_lines();
     test_kernels();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);

@@ -251,7 +251,7 @@ static void test_determinism_and_selection(void)
     CHECK_MSG(a.len != c.len || memcmp(a.trace, c.trace, a.len), "another seed, other events");
     CHECK_EQ_I64(count_events(&a, "dispatch"), 6 * 3); /* per_round clients each round */
     CHECK_EQ_I64(count_events(&a, "aggregate"), 6);
-    CHECK_EQ_I64(count_events(&a, "evaluate"), 3); /* every 2 rounds */
+    CHECK_EQ_I64(count_events(&a, "evaluate"), 4); /* round 0, then every 2 rounds */
     CHECK(a.t.acc_global > 0.25);                  /* it learned something (4 classes) */
     free(a.trace), free(b.trace), free(c.trace);
 
@@ -502,7 +502,7 @@ static void test_max_time_evaluates(void)
     CHECK_MSG(r.rc == 0, "%s", r.err);
     CHECK_EQ_I64(r.t.now, 1000000000LL);
     CHECK(!isnan(r.t.acc_global));
-    CHECK_EQ_I64(count_events(&r, "evaluate"), 1);
+    CHECK_EQ_I64(count_events(&r, "evaluate"), 2); /* the initial model's, and at max_time */
     free(r.trace);
 }
 
@@ -530,8 +530,9 @@ static void test_max_time_no_second_evaluation(void)
     set[2] = mt;
     run_text(&cut, base_yaml(), set, 3);
     CHECK_MSG(cut.rc == 0, "%s", cut.err);
-    CHECK_MSG(count_events(&cut, "aggregate") == 2 && count_events(&cut, "evaluate") == 2,
-              "cut after 2 aggregations: %d evaluations", count_events(&cut, "evaluate"));
+    CHECK_MSG(count_events(&cut, "aggregate") == 2 && count_events(&cut, "evaluate") == 3,
+              "cut after 2 aggregations: %d evaluations (round 0's, then one per aggregation)",
+              count_events(&cut, "evaluate"));
     free(full.trace), free(cut.trace);
 }
 
@@ -912,7 +913,7 @@ static void test_metrics_columns(void)
             same &= cols == header;
             lines++;
         }
-        CHECK_MSG(header == want && same && lines == 3,
+        CHECK_MSG(header == want && same && lines == 4, /* header, rounds 0..2 */
                   "base %d pers %d shift %d val %d own %d: %d columns (want %d), rows alike %d, "
                   "%d lines",
                   base, pers, shift, val, own, header, want, same, lines);
