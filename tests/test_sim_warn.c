@@ -1,9 +1,10 @@
 /* tests/test_sim_warn.c -- `fedsim check` and `fedsim run` say which clients can never contribute
  * and why (sim/cmd_warn.c): a sync deadline shorter than their predicted job, a device that
  * cannot hold the model, an availability trace that never comes on, a mix share rounding to no
- * client; counts per device class; `--strict` makes them errors (exit 2, nothing run). The tiny
- * scenario's slow clients' jobs take 2.93, 2.99, 5.13 and 5.44 s (their busy_s in a run: the
- * prediction is checked against it). The binary is $FEDSIM_BIN (make test sets it). */
+ * client; counts per device class; `--strict` makes them errors (exit 2, nothing run); and
+ * clients.tsv tells late updates from aggregated ones. The tiny scenario's slow clients' jobs
+ * take 2.93, 2.99, 5.13 and 5.44 s (their busy_s in a run: the prediction is checked against
+ * it). The binary is $FEDSIM_BIN (make test sets it). */
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -169,6 +170,75 @@ static void test_strict_and_run(void)
     free(o), free(e);
 }
 
+/* The named column of clients.tsv row `row` (0-based) as an integer; -1 when missing. */
+static long column(const char *tsv, const char *name, int row)
+{
+    const char *line = tsv;
+    int col = -1, i = 0;
+    for (const char *p = line; *p && *p != '\n'; i++) {
+        size_t w = strcspn(p, "\t\n");
+        if (w == strlen(name) && !strncmp(p, name, w)) col = i;
+        p += w;
+        if (*p == '\t') p++;
+    }
+    if (col < 0) return -1;
+    for (int r = -1; r < row; r++) {
+        line = strchr(line, '\n');
+        if (!line) return -1;
+        line++;
+    }
+    for (i = 0; i < col; i++) {
+        line += strcspn(line, "\t\n");
+        if (*line != '\t') return -1;
+        line++;
+    }
+    return atol(line);
+}
+
+/* A tight deadline over 20 rounds: a slow client's update arrives after its round closed. Its
+ * row counts it arrived and late, not aggregated; every row's aggregated is arrived − late (no
+ * round is cut short), and their sum is metrics.tsv's participants summed. */
+static void test_clients_columns(void)
+{
+    char args[512], out[128], p[200], *o, *e;
+    snprintf(out, sizeof out, "%s/late", dir);
+    snprintf(args, sizeof args,
+             "run scenarios/tiny.yaml --set rounds=20 --set federation.deadline=1s --set "
+             "federation.over_commit=1.5 --cost-only -q --plots none --workers 0 --out %s",
+             out);
+    CHECK(fedsim(args, &o, &e) == 0);
+    free(o), free(e);
+    snprintf(p, sizeof p, "%s/clients.tsv", out);
+    size_t n;
+    char *tsv = test_slurp(p, &n);
+    CHECK(tsv != NULL);
+    if (!tsv) return;
+    CHECK_MSG(column(tsv, "arrived", 0) >= 0 && column(tsv, "aggregated", 0) >= 0 &&
+                      column(tsv, "late", 0) >= 0 && column(tsv, "lost", 0) >= 0,
+              "clients.tsv has arrived, aggregated, late and lost: %.200s", tsv);
+    long late = 0, agg = 0, late_only = 0;
+    for (int r = 0; r < 8; r++) {
+        long a = column(tsv, "arrived", r), g = column(tsv, "aggregated", r),
+             l = column(tsv, "late", r);
+        CHECK_MSG(a >= 0 && g == a - l, "row %d: aggregated %ld = arrived %ld - late %ld", r, g, a,
+                  l);
+        late += l, agg += g;
+        late_only += l > 0 && g == 0;
+    }
+    CHECK_MSG(late > 0 && late_only > 0, "a client whose updates were all late (%ld late)", late);
+    free(tsv);
+    snprintf(p, sizeof p, "%s/metrics.tsv", out);
+    char *m = test_slurp(p, &n);
+    CHECK(m != NULL);
+    if (!m) return;
+    const char *body = strchr(m, '\n') + 1; /* past the # line: the header row */
+    long parts = 0;
+    for (int r = 0; r < 20; r++)
+        parts += column(body, "participants", r);
+    CHECK_MSG(parts == agg, "aggregated sums to %ld, participants to %ld", agg, parts);
+    free(m);
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -180,6 +250,7 @@ int main(void)
     test_memory();
     test_share_and_offline();
     test_strict_and_run();
+    test_clients_columns();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("could not remove %s\n", dir);
