@@ -76,6 +76,7 @@ typedef struct run_opts {
     double checkpoint_minutes; /* or wall minutes, 0 = none */
     double job_timeout;        /* wall seconds per worker job, 0 = none (cannot change results) */
     int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
+    int strict;                /* check, run: warnings are errors (exit 2) */
     unsigned long long seed;
     plot_opts plots;
     rank_hooks *ranks; /* MPI worker ranks, or NULL */
@@ -93,10 +94,46 @@ int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err);
 /* One run of o->scenario into its folder, left in out (see cmd_run.c); loaded: the scenario
  * already loaded from o (taken over), or NULL. Returns the exit status. */
 int sim_cli_run_one(const run_opts *o, sim_scenario *loaded, char *out, size_t out_size);
-/* The algorithm's warning about sc and the capacity one, each on a line of f after prefix. */
-void sim_cli_print_warnings(const sim_scenario *sc, FILE *f, const char *prefix);
 /* The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does (cmd_run.c). */
 extern volatile sig_atomic_t sim_cli_stop_signal;
+
+/* sim/cmd_warn.c: device classes priced, and the warnings check and run print --------------- */
+
+/* The clients whose devices have one name. The ratios compare the algorithm's round-1 job of the
+ * class's first client with FedAvg's on the same samples: executed FLOPs, activation bytes,
+ * steps. */
+typedef struct sim_cli_class {
+    const char *name; /* borrowed from the scenario's devices */
+    int first, count; /* its first client, its clients */
+    int fit;          /* of them, those whose device holds the model they train */
+    double ratio, act_ratio, step_ratio;
+    double down_bytes, up_bytes; /* the job's messages on the wire */
+} sim_cli_class;
+
+typedef struct sim_cli_prices {
+    nn_model m;         /* the scenario's model for batches of batch_size */
+    nn_cost step;       /* one SGD step of it */
+    double mem;         /* the memory its training needs, full width */
+    sim_cli_class *cls; /* n_cls classes, in order of their first client */
+    int n_cls, priced;  /* priced: the ratios and bytes are filled in */
+    int *of;            /* per client: its class */
+    double *need;       /* per client: the memory its training needs (its width's) */
+} sim_cli_prices;
+
+/* sc's device classes, their clients and memory fit; with price, also each class's job as the
+ * algorithm prices it (a cost-only server and job: what check's table prints). -1 with err
+ * filled when the algorithm fails; p must be destroyed either way. */
+int sim_cli_prices_init(sim_cli_prices *p, const sim_scenario *sc, int price, sim_err *err);
+void sim_cli_prices_destroy(sim_cli_prices *p);
+/* A job of class k (p priced) on device d, from 0: the dense model's training of flops FLOPs,
+ * act bytes of activations and `steps` steps, scaled by the class's ratios. */
+void sim_cli_price_job(const sim_cli_prices *p, int k, const dev_profile *d, double flops,
+                       double act, double steps, dev_phases *ph);
+/* Every warning about sc, each on a line of f after prefix: the algorithm's (fl_algo.warn),
+ * capacities a model exceeds, and clients that can never contribute (the header of
+ * sim/cmd_warn.c says which, and how it is decided; a deadline's needs p priced). Returns how
+ * many lines it printed. */
+int sim_cli_warnings(const sim_scenario *sc, const sim_cli_prices *p, FILE *f, const char *prefix);
 
 /* sim/cmd_train.c: what calibrate shares with train ------------------------------------------ */
 

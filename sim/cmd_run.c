@@ -33,6 +33,8 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
         const char *a = argv[i];
         if (!strcmp(a, "-q") && runs) {
             o->quiet = 1;
+        } else if (!strcmp(a, "--strict") && (what == OPTS_CHECK || what == OPTS_RUN)) {
+            o->strict = 1;
         } else if (!strcmp(a, "--cost-only") && runs && !resume) {
             o->cost_only = 1;
         } else if (!strcmp(a, "--plot-logx") && runs) {
@@ -150,43 +152,6 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Clients that train a wider model than their devices.capacity affords (a p-wide model costs
- * about p² of the full one; p counts NAME@p's width too). Capacities derived from a device's
- * memory and compute are left out: the engine already enforces those (memory fit, time). */
-static int capacity_warning(const sim_scenario *sc, char *msg, size_t cap)
-{
-    const char *at = strchr(sc->model, '@');
-    double pm = at ? strtod(at + 1, NULL) : 1, rmin = 1;
-    int n = sc->part.n_clients, over = 0;
-    for (int c = 0; c < n; c++) {
-        if (sc->capacity_derived && !(sc->devices[c].capacity > 0)) continue;
-        double p = sim_client_width(&sc->spec, c) * pm;
-        if (p * p <= sc->capacity[c] * (1 + 1e-9)) continue;
-        over++;
-        rmin = fmin(rmin, sc->capacity[c]);
-    }
-    if (!over) return 0;
-    double q = 1; /* the widest 1/2^k model such a client can afford */
-    while (q * q > rmin * (1 + 1e-9) && q > 1.0 / 1024)
-        q /= 2;
-    snprintf(msg, cap,
-             "%d of %d clients train a wider model than their devices.capacity r_i affords "
-             "(width² ≤ r_i; r_i down to %.3g): %s does not narrow %s that far here. Every "
-             "client can afford model: %.*s@%g",
-             over, n, rmin, sc->spec.algo->name, sc->model,
-             (int)(at ? (size_t)(at - sc->model) : strlen(sc->model)), sc->model, q);
-    return 1;
-}
-
-/* The algorithm's warning and the capacity one, each on a line of its own. */
-void sim_cli_print_warnings(const sim_scenario *sc, FILE *f, const char *prefix)
-{
-    char warning[512];
-    if (sc->spec.algo->warn && sc->spec.algo->warn(&sc->spec.env, warning, sizeof warning))
-        fprintf(f, "%s%s\n", prefix, warning);
-    if (capacity_warning(sc, warning, sizeof warning)) fprintf(f, "%s%s\n", prefix, warning);
-}
-
 /* doc as YAML into path, whole or not at all (sim_write_file). */
 static int write_yaml_file(const sim_yaml *doc, const char *path, sim_err *err)
 {
@@ -211,6 +176,20 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     sim_err err = {0};
     sim_scenario own, *sc = loaded ? loaded : &own; /* its spec points into it: never copied */
     if (!loaded && sim_cli_load_scenario(&own, o, &err)) return sim_cli_print_err(&err);
+    /* the warnings before anything is written: under --strict nothing is */
+    sim_cli_prices pr;
+    int sync_deadline = sc->spec.fed.mode == SIM_SYNC && sc->spec.fed.deadline > 0;
+    int rc = sim_cli_prices_init(&pr, sc, sync_deadline, &err);
+    int warned = rc ? 0 : sim_cli_warnings(sc, &pr, stderr, "fedsim: warning: ");
+    sim_cli_prices_destroy(&pr);
+    if (rc || (warned && o->strict)) {
+        sim_scenario_destroy(sc);
+        if (rc) return sim_cli_print_err(&err);
+        fprintf(stderr,
+                "fedsim: run --strict: %d warning%s (above) count as errors; nothing was run\n",
+                warned, warned > 1 ? "s" : "");
+        return 2;
+    }
     if (o->out)
         snprintf(out, out_size, "%s", o->out);
     else
@@ -273,7 +252,6 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
         sc->spec.on_tick = plot_live_tick;
         sc->spec.tick_arg = &live;
     }
-    sim_cli_print_warnings(sc, stderr, "fedsim: warning: ");
     sim_engine *e;
     if (sim_engine_new(&e, &sc->spec, &err)) {
         plot_close(gp);
@@ -286,7 +264,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
                 o->resume ? "resuming " : "", sc->name, sc->spec.n_clients, sc->model,
                 sc->spec.algo->name, sc->spec.fed.rounds,
                 sc->spec.fed.mode == SIM_SYNC ? "rounds" : "aggregations", out);
-    int rc = sim_engine_run(e, &err);
+    rc = sim_engine_run(e, &err);
     int sc_mode_sync = sc->spec.fed.mode == SIM_SYNC, cost_only = sc->spec.env.cost_only;
     sim_totals t;
     sim_engine_totals(e, &t);
@@ -411,7 +389,7 @@ static const char run_usage[] =
         "usage: fedsim run SCENARIO [--set key=value]... [--out DIR] [--seed N] [--cost-only]\n"
         "                  [-q] [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N]\n"
         "                  [--plot-logx] [--workers N] [--job-timeout S]\n"
-        "                  [--checkpoint-every N] [--checkpoint-minutes T]\n"
+        "                  [--checkpoint-every N] [--checkpoint-minutes T] [--strict]\n"
         "\n"
         "Run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml (resolved),\n"
         "metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that gnuplot\n"
@@ -429,7 +407,9 @@ static const char run_usage[] =
         "DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall minutes\n"
         "[10] (0 = off), and on SIGINT/SIGTERM, which stop the run (exit 130/143); a\n"
         "finished run removes it. A DIR holding a checkpoint is refused: resume it, or\n"
-        "remove the checkpoint to start over.\n";
+        "remove the checkpoint to start over.\n"
+        "Warnings (fedsim check's: clients that can never contribute, and why) go to\n"
+        "stderr before the run starts; --strict makes them errors: nothing runs (exit 2).\n";
 
 const sim_command sim_cmd_run = {
         .name = "run",

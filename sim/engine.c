@@ -316,7 +316,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     }
 arrived:
     cl->busy = 0;
-    cl->completed++;
+    cl->arrived++;
     return f->mode == SIM_ASYNC ? sim_async_arrival(e, ev->who, err)
                                 : sim_sync_arrival(e, ev->who, err);
 }

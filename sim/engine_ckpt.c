@@ -129,7 +129,7 @@ static const sim_field client_fields[] = {
         INT(sim_client, job_down_end, K(INT64_MIN), I64),
         INT(sim_client, job_train_end, K(INT64_MIN), I64),
         INT(sim_client, jobs, K(0), I32),
-        INT(sim_client, completed, K(0), I32),
+        INT(sim_client, arrived, K(0), I32),
         INT(sim_client, lost, K(0), I32),
         INT(sim_client, late, K(0), I32),
         F64(sim_client, bytes_up),

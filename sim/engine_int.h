@@ -34,8 +34,11 @@ typedef struct sim_client {
     double weight;                                   /* training samples (FedAvg weight) */
     double job_flops;                                /* FLOPs the job's device executes */
     sim_time job_start, job_down_end, job_train_end; /* the current job's phases (timeline) */
-    /* statistics for clients.tsv */
-    int jobs, completed, lost, late;
+    /* statistics for clients.tsv: jobs dispatched; of them, arrived (the update reached the
+     * server: the upload ended, or the training when there is none), lost (the device went
+     * offline first), or still out when the run ended; late arrivals came after their round
+     * closed and were dropped (sync) */
+    int jobs, arrived, lost, late;
     double bytes_up, bytes_down, flops;
     sim_time busy_ns;
     double acc; /* personalized accuracy at the last evaluation, NaN before */

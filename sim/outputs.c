@@ -297,7 +297,8 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
     }
     if (e->out[OUT_CLIENTS].f)
         sim_out_printf(&e->out[OUT_CLIENTS],
-                       "client\tdevice\texcluded\tjobs\tcompleted\tlost\tlate\tbytes_up\t"
+                       "client\tdevice\texcluded\tjobs\tarrived\taggregated\tlate\tlost\t"
+                       "bytes_up\t"
                        "bytes_down\tflops\tbusy_s\tacc_final\n");
     if (e->out[OUT_EVENTS].f) {
         /* header: the field names and the kind names, so the file describes itself */
@@ -320,14 +321,22 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
 int sim_eng_outputs_finish(sim_engine *e, sim_err *err)
 {
     if (e->out[OUT_CLIENTS].f) { /* its rows mark a finished run (engine.h) */
+        /* updates that arrived in time but wait for an aggregation the run ended before (a sync
+         * round max_time cut short, an async buffer not yet full): neither aggregated nor late.
+         * A closed sync round keeps its arrivals listed until the next one starts. */
+        int *waiting = sim_xcalloc((size_t)e->n, sizeof *waiting),
+            sync = e->spec.fed.mode == SIM_SYNC;
+        for (int i = 0; i < e->n_arrived && (!sync || e->round_open); i++)
+            waiting[sync ? e->arrived[i] : e->buf[i].client]++;
         for (int32_t c = 0; c < e->n; c++) {
             const sim_client *cl = &e->c[c];
             sim_out_printf(&e->out[OUT_CLIENTS],
-                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
-                           e->spec.devices[c].name, cl->excluded, cl->jobs, cl->completed, cl->lost,
-                           cl->late, cl->bytes_up, cl->bytes_down, cl->flops,
-                           sim_time_to_s(cl->busy_ns), cl->acc);
+                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
+                           e->spec.devices[c].name, cl->excluded, cl->jobs, cl->arrived,
+                           cl->arrived - cl->late - waiting[c], cl->late, cl->lost, cl->bytes_up,
+                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), cl->acc);
         }
+        free(waiting);
     }
     /* everything on disk before the checkpoint goes: until then it resumes a failed finish */
     if (e->spec.trace && fflush(e->spec.trace) && !e->trace_errnum) e->trace_errnum = errno;
