@@ -233,7 +233,7 @@ static void test_clients_columns(void)
     if (!m) return;
     const char *body = strchr(m, '\n') + 1; /* past the # line: the header row */
     long parts = 0;
-    for (int r = 0; r < 20; r++)
+    for (int r = 0; r <= 20; r++) /* round 0 (the initial model: none) and the 20 rounds */
         parts += column(body, "participants", r);
     CHECK_MSG(parts == agg, "aggregated sums to %ld, participants to %ld", agg, parts);
     free(m);
