@@ -18,14 +18,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef FEDSIM_ROOT
 #define FEDSIM_ROOT "."
 #endif
 
+/* The catalog of an installed fedsim is PREFIX/share/fedsim/devices/catalog.yaml beside
+ * PREFIX/bin/fedsim (make install), found from the running binary, so an installed copy moved
+ * elsewhere still finds its own; any other binary (build/release/fedsim, a test) reads the source
+ * tree it was built from. Computed once, on the first call (scenarios load on the main thread). */
 const char *sim_default_catalog(void)
 {
-    return FEDSIM_ROOT "/devices/catalog.yaml";
+    static char path[4096];
+    if (path[0]) return path;
+    char exe[sizeof path - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/'); /* PREFIX/bin/fedsim -> PREFIX/bin */
+        if (slash) *slash = 0;
+        slash = strrchr(exe, '/'); /* -> PREFIX */
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/share/fedsim/devices/catalog.yaml", exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    snprintf(path, sizeof path, "%s", FEDSIM_ROOT "/devices/catalog.yaml");
+    return path;
 }
 
 /* Reading one section: the map, the dotted prefix used to write defaults back, the document. */

@@ -48,7 +48,9 @@ int sim_scenario_digest(const sim_scenario *s, uint64_t *text, uint64_t *env, si
  * key tables), in the order of a scenario's sections; returns how many keys were printed. */
 int sim_scenario_keys_print(FILE *f, const char *filter, int markdown);
 
-/* The default device catalog (devices/catalog.yaml of this source tree). */
+/* The default device catalog: PREFIX/share/fedsim/devices/catalog.yaml for a fedsim installed as
+ * PREFIX/bin/fedsim (make install), else devices/catalog.yaml of the source tree it was built in.
+ */
 const char *sim_default_catalog(void);
 
 #endif /* SIM_SCENARIO_H */
