@@ -113,7 +113,8 @@ docs: all
 # `make install`: fedsim finds its catalog (and the traces beside it) in ../share/fedsim from its
 # own binary (sim_default_catalog), so an installed tree works from any folder and may be moved.
 # The example scenarios go along (PREFIX/share/fedsim/scenarios). INSTALL_BIN installs that
-# binary instead of building the release one (tests/test_sim_install installs the test build).
+# binary instead of building the release one, and no fedsim-mpi (tests/test_sim_install installs
+# the test build).
 PREFIX ?= /usr/local
 DATADIR = $(DESTDIR)$(PREFIX)/share/fedsim
 INSTALL_BIN ?=

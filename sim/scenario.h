@@ -28,6 +28,9 @@ typedef struct sim_scenario {
     double *capacity;     /* per client (owned): `devices.capacity`, see fl_env */
     int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
     char model[64];
+    /* keys read by the other federation mode only, which this one leaves unused ("federation:
+     * per_round, deadline (sync mode's) unused in async mode"), "" when none: for the user */
+    char note[256];
 } sim_scenario;
 
 /* Load path, apply the n_sets "a.b=v" overrides in order, validate, build everything. On error
