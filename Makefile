@@ -10,6 +10,9 @@
 #                 default build has no MPI dependency
 #   make fuzz     libFuzzer targets (clang), each run FUZZ_SECONDS (60) on its corpus in
 #                 tests/fuzz/corpus/; what they find is kept there, and make test replays it
+#   make install  build, then copy fedsim (and fedsim-mpi when built) to PREFIX/bin and what it
+#                 reads at run time to PREFIX/share/fedsim (PREFIX=/usr/local; DESTDIR honoured);
+#                 make uninstall removes them
 #   V=1           print the full compiler command lines (default: one "  CC sim/engine.o" line each)
 # Each mode builds in build/<mode>, so flags never mix. The public targets first run `deps`, then
 # re-enter make with MODE set: pkg-config is only asked once the packages are surely installed.
@@ -97,7 +100,8 @@ endif
 TEST_BIN += $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 
 .PHONY: all run docs test bench check deps build run-tests run-bench check-format format \
-        check-symbols check-layers check-style clean mpi mpi-deps build-mpi fuzz fuzz-deps run-fuzz
+        check-symbols check-layers check-style clean mpi mpi-deps build-mpi fuzz fuzz-deps run-fuzz \
+        install uninstall
 all: deps
 	@$(MAKE) --no-print-directory MODE=release build
 
@@ -115,6 +119,27 @@ docs: all
 	     /^<!-- keys: / { printf "%s\n", gen; skip = 1 }' scenarios/README.md >build/README.md.new
 	@grep -q '^<!-- end keys -->$$' build/README.md.new && mv build/README.md.new scenarios/README.md
 	@echo "scenarios/README.md: key tables written"
+
+# `make install`: fedsim finds its catalog (and the traces beside it) in ../share/fedsim from its
+# own binary (sim_default_catalog), so an installed tree works from any folder and may be moved.
+# The example scenarios go along (PREFIX/share/fedsim/scenarios). INSTALL_BIN installs that
+# binary instead of building the release one, and no fedsim-mpi (tests/test_sim_install installs
+# the test build).
+PREFIX ?= /usr/local
+DATADIR = $(DESTDIR)$(PREFIX)/share/fedsim
+INSTALL_BIN ?=
+install: $(if $(INSTALL_BIN),,all)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DATADIR)/devices/traces $(DATADIR)/scenarios
+	install -m 755 $(or $(INSTALL_BIN),build/release/fedsim) $(DESTDIR)$(PREFIX)/bin/fedsim
+	if [ -z "$(INSTALL_BIN)" ] && [ -x build/mpi/fedsim-mpi ]; then \
+	    install -m 755 build/mpi/fedsim-mpi $(DESTDIR)$(PREFIX)/bin/fedsim-mpi; fi
+	install -m 644 devices/catalog.yaml $(DATADIR)/devices/
+	install -m 644 devices/traces/* $(DATADIR)/devices/traces/
+	install -m 644 scenarios/*.yaml scenarios/README.md $(DATADIR)/scenarios/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/fedsim $(DESTDIR)$(PREFIX)/bin/fedsim-mpi
+	rm -rf $(DATADIR)
 
 # The MPI build is tried first (log: build/mpi.log); if Open MPI cannot be installed,
 # tests/test_sim_mpi says so and skips (it fails if mpirun is there and fedsim-mpi is not).

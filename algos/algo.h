@@ -217,6 +217,9 @@ typedef struct fl_algo {
 
 extern const fl_algo *const fl_algos[];       /* NULL-terminated (registry.c) */
 extern const fl_section *const fl_sections[]; /* every section, in reading order, NULL-ended */
+/* The keys `algorithm:` itself holds after its name, shared by every algorithm (the table ends
+ * with a key whose name is NULL): for hints about a key in the wrong section. */
+extern const sim_key *const fl_keys_common;
 const fl_algo *fl_algo_find(const char *name);
 /* The plain dense algorithm (FedAvg), whose job `fedsim check` prices a model's dense job by. */
 extern const fl_algo *const fl_dense;

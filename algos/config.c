@@ -44,6 +44,7 @@ static const sim_key COMMON[] = {
                 "paper does), in the algorithms that average updates"},
         {0},
 };
+const sim_key *const fl_keys_common = COMMON;
 static const sim_key NAME = {"name",           SIM_KEY_STRING,
                              K(name),          .size = sizeof(((fl_config *)0)->name),
                              .dflt = "fedavg", .doc = "the algorithm: one of those listed above"};
@@ -142,6 +143,15 @@ int fl_config_read(fl_config *c, sim_yaml *doc, const char *path, const sim_key_
         for (int i = 0; fl_algos[i]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      fl_algos[i]->name);
+        const char *names[64], *near;
+        int n = 0;
+        for (; fl_algos[n] && n < 63; n++)
+            names[n] = fl_algos[n]->name;
+        names[n] = NULL;
+        if ((near = sim_keys_closest(c->name, names)))
+            return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
+                                 "algorithm: unknown name '%s'; did you mean '%s'? (known: %s)",
+                                 c->name, near, list);
         return sim_yaml_fail(sim_yaml_get(s.map, "name"), err,
                              "algorithm: unknown name '%s' (known: %s)", c->name, list);
     }

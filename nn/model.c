@@ -10,6 +10,7 @@
 #include "nn/model.h"
 
 #include "nn/ops.h"
+#include "sim/keys.h"
 
 #include <assert.h>
 #include <math.h>
@@ -318,12 +319,18 @@ static int build_named(nn_arch *a, const char *name, int c, int h, int w, int cl
             add_simple(a, NN_FLATTEN);
             add_linear(a, "head", classes, 1);
         }
-    } else
+    } else {
+        static const char *const known[] = {"cnn2",        "lenet5-caffe", "pa3dfl-cnn", "leaf-cnn",
+                                            "fedpews-mlp", "fedpews-cnn",  NULL};
+        const char *near = sim_keys_closest(name, known);
+        char mean[64] = "";
+        if (near) snprintf(mean, sizeof mean, "; did you mean '%s'?", near);
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                      "unknown model '%s' (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, "
+                      "unknown model '%s'%s (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, "
                       "lenet5-caffe, pa3dfl-cnn, leaf-cnn, "
                       "fedpews-mlp, fedpews-cnn)",
-                      name);
+                      name, mean);
+    }
     if (rc == SIM_OK && a->n > 0 && a->l[a->n - 1].oc != classes)
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0, "model '%s' does not end in %d outputs", name,
                       classes);

@@ -89,7 +89,8 @@ enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP, OPTS_RESUME };
 int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what);
 /* The options of `resume RUN_DIR`: RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
 int sim_cli_parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100]);
-/* Load o's scenario with --seed and --cost-only folded in as --set overrides. */
+/* Load o's scenario with --seed and --cost-only folded in as --set overrides; its note (keys
+ * its federation mode leaves unused) goes to stderr. */
 int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err);
 /* One run of o->scenario into its folder, left in out (see cmd_run.c); loaded: the scenario
  * already loaded from o (taken over), or NULL. Returns the exit status. */

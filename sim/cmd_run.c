@@ -124,7 +124,9 @@ int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err)
         sets[n++] = seed_set;
     }
     if (o->cost_only) sets[n++] = "cost_only=true";
-    return sim_scenario_load(sc, o->scenario, sets, n, err);
+    int rc = sim_scenario_load(sc, o->scenario, sets, n, err);
+    if (!rc && sc->note[0]) fprintf(stderr, "fedsim: note: %s\n", sc->note);
+    return rc;
 }
 
 /* The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does. The only mutable

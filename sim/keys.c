@@ -7,6 +7,7 @@
 #include "sim/keys.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -118,6 +119,10 @@ static int parse(const sim_key *k, const sim_yaml *node, void *block, int range,
         for (int i = 0; k->words[i]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      k->words[i]);
+        const char *near = sim_keys_closest(str, k->words);
+        if (near)
+            return sim_yaml_fail(node, err, "%s: '%s' is not one of %s; did you mean '%s'?",
+                                 k->name, str, list, near);
         return sim_yaml_fail(node, err, "%s: '%s' is not one of %s", k->name, str, list);
     }
     return SIM_OK;
@@ -149,6 +154,51 @@ int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_k
     for (const sim_key *k = keys; k->name && !rc; k++)
         if (!k->custom) rc = sim_keys_read(k, block, s, &c, err);
     return rc;
+}
+
+/* Optimal string alignment distance, case ignored: the letters added, dropped, changed or
+ * swapped with their neighbour that make a into b; names are short (a longer one is "far"). */
+static int distance(const char *a, const char *b)
+{
+    enum { MAX = 64 };
+    size_t m = strlen(a), n = strlen(b);
+    if (m >= MAX || n >= MAX) return MAX;
+    int d[MAX][MAX];
+    for (size_t i = 0; i <= m; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= n; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= m; i++)
+        for (size_t j = 1; j <= n; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int best = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[m][n];
+}
+
+int sim_keys_misspelling(const char *s, const char *word)
+{
+    if (!strcmp(s, word)) return -1;
+    size_t len = strlen(s);
+    int d = distance(s, word), most = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    return d <= most && (size_t)d < strlen(word) ? d : -1;
+}
+
+const char *sim_keys_closest(const char *s, const char *const *words)
+{
+    const char *best = NULL;
+    int bd = 0;
+    for (int i = 0; words[i]; i++) {
+        int d = sim_keys_misspelling(s, words[i]);
+        if (d >= 0 && (!best || d < bd)) best = words[i], bd = d;
+    }
+    return best;
 }
 
 const sim_key *sim_keys_find(const sim_key *keys, const char *name)

@@ -91,6 +91,14 @@ int sim_keys_read(const sim_key *k, void *block, sim_keys_map *s, const sim_key_
 int sim_keys_load(const sim_key *keys, void *block, sim_keys_map *s, const sim_key_ctx *ctx,
                   sim_err *err);
 
+/* How far s is from word as a misspelling of it (letters added, dropped, changed or swapped,
+ * case ignored: "local_epoch" is 1 from "local_epochs"), or -1 when s is word itself or too far
+ * from it to be a slip (more than 1 edit for up to 3 letters, 2 for up to 6, else 3). */
+int sim_keys_misspelling(const char *s, const char *word);
+/* The word of words (NULL-ended) s is the nearest misspelling of, or NULL (the first of the
+ * nearest on a tie): for "did you mean" hints. */
+const char *sim_keys_closest(const char *s, const char *const *words);
+
 /* The key called name in keys; asserts there is one. */
 const sim_key *sim_keys_find(const sim_key *keys, const char *name);
 

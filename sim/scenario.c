@@ -18,14 +18,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef FEDSIM_ROOT
 #define FEDSIM_ROOT "."
 #endif
 
+/* The catalog of an installed fedsim is PREFIX/share/fedsim/devices/catalog.yaml beside
+ * PREFIX/bin/fedsim (make install), found from the running binary, so an installed copy moved
+ * elsewhere still finds its own; any other binary (build/release/fedsim, a test) reads the source
+ * tree it was built from. Computed once, on the first call (scenarios load on the main thread). */
 const char *sim_default_catalog(void)
 {
-    return FEDSIM_ROOT "/devices/catalog.yaml";
+    static char path[4096];
+    if (path[0]) return path;
+    char exe[sizeof path - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/'); /* PREFIX/bin/fedsim -> PREFIX/bin */
+        if (slash) *slash = 0;
+        slash = strrchr(exe, '/'); /* -> PREFIX */
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/share/fedsim/devices/catalog.yaml", exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    snprintf(path, sizeof path, "%s", FEDSIM_ROOT "/devices/catalog.yaml");
+    return path;
 }
 
 /* Reading one section: the map, the dotted prefix used to write defaults back, the document. */
@@ -447,6 +468,29 @@ static int load_federation(sim_scenario *sc, section *root, sim_err *err)
     int rc = need_map(&s, "federation", err), n = sc->part.n_clients;
     sim_key_ctx ctx = {.clients = n};
     if (rc || (rc = read_key(keys, "mode", f, &s, NULL, err))) return rc;
+    /* The other mode's keys are left as they are, unread, and noted (sc->note), so that
+     * `--set federation.mode=async` (a sweep over the mode) runs a sync scenario unchanged. */
+    static const char *const mode_keys[2][5] = {
+            {"per_round", "fraction", "over_commit", "deadline"},
+            {"concurrency", "buffer", "staleness"}};
+    const char *const *other = mode_keys[f->mode == SIM_SYNC];
+    for (int i = 0; other[i]; i++) {
+        const sim_yaml *v = sim_yaml_get(s.map, other[i]);
+        if (!v) continue;
+        if (strcmp(other[i], "staleness") || v->kind != SIM_YAML_MAP)
+            sim_yaml_mark_used(v);
+        else /* its own keys only: a misspelled one is still an error */
+            for (const sim_key *k = sim_keys_staleness; k->name; k++)
+                sim_yaml_mark_used(sim_yaml_get(v, k->name));
+        size_t len = strlen(sc->note);
+        snprintf(sc->note + len, sizeof sc->note - len, "%s%s",
+                 len ? ", " : "federation: ", other[i]);
+    }
+    if (sc->note[0]) {
+        size_t len = strlen(sc->note);
+        snprintf(sc->note + len, sizeof sc->note - len, " (%s mode's keys) unused in %s mode",
+                 f->mode == SIM_SYNC ? "async" : "sync", f->mode == SIM_SYNC ? "sync" : "async");
+    }
     if (f->mode == SIM_SYNC) {
         sim_yaml *frac = sim_yaml_get(s.map, "fraction");
         if (frac) {
@@ -543,6 +587,23 @@ static int load_capacity(sim_scenario *sc, section *s, sim_devices_keys *dk, sim
     return SIM_OK;
 }
 
+/* Into hint and returned: "; did you mean 'NAME'?" for a profile name that misspells one of
+ * own's or cat's, else "". */
+static const char *profile_hint(const char *name, const dev_profile *own, int nown,
+                                const dev_catalog *cat, char hint[DEV_MAX_NAME + 32])
+{
+    const char *near = NULL;
+    int bd = 0;
+    for (int i = 0; i < nown + cat->n; i++) {
+        const char *p = i < nown ? own[i].name : cat->profiles[i - nown].name;
+        int d = sim_keys_misspelling(name, p);
+        if (d >= 0 && (!near || d < bd)) near = p, bd = d;
+    }
+    hint[0] = 0;
+    if (near) snprintf(hint, DEV_MAX_NAME + 32, "; did you mean '%.*s'?", DEV_MAX_NAME - 1, near);
+    return hint;
+}
+
 static int load_devices(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -574,9 +635,11 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         const sim_yaml *bn = sim_yaml_get(node, "base");
         const dev_profile *base = NULL;
         const char *bname;
+        char hint[DEV_MAX_NAME + 32];
         if (bn && !(rc = sim_yaml_str(bn, "base", &bname, err)) &&
             !(base = dev_catalog_find(&cat, bname)))
-            rc = sim_yaml_fail(bn, err, "base: no profile '%s' in %s", bname, cat_path);
+            rc = sim_yaml_fail(bn, err, "base: no profile '%s' in %s%s", bname, cat_path,
+                               profile_hint(bname, NULL, 0, &cat, hint));
         if (!rc && !(rc = dev_profile_from_yaml(&own[nown], node, base, err)))
             snprintf(own[nown++].name, DEV_MAX_NAME, "%s", profiles->keys[i]);
     }
@@ -616,8 +679,9 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
             if (!strcmp(own[k].name, name)) specs[i] = &own[k];
         if (!specs[i]) specs[i] = dev_catalog_find(&cat, name);
         if (!specs[i]) {
-            rc = sim_yaml_fail(pn, err, "devices.mix: no profile '%s' in %s or devices.profiles",
-                               name, cat_path);
+            char mean[DEV_MAX_NAME + 32];
+            rc = sim_yaml_fail(pn, err, "devices.mix: no profile '%s' in %s or devices.profiles%s",
+                               name, cat_path, profile_hint(name, own, nown, &cat, mean));
             break;
         }
         total += shares[i];
@@ -735,6 +799,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     sc->spec.devices = sc->devices;
     return SIM_OK;
 fail:
+    if (rc == SIM_EINVAL && err && sc->doc) sim_scenario_hint(sc->doc, err);
     sim_scenario_destroy(sc);
     return rc;
 }

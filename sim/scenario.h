@@ -28,6 +28,9 @@ typedef struct sim_scenario {
     double *capacity;     /* per client (owned): `devices.capacity`, see fl_env */
     int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
     char model[64];
+    /* keys read by the other federation mode only, which this one leaves unused ("federation:
+     * per_round, deadline (sync mode's) unused in async mode"), "" when none: for the user */
+    char note[256];
 } sim_scenario;
 
 /* Load path, apply the n_sets "a.b=v" overrides in order, validate, build everything. On error
@@ -48,7 +51,9 @@ int sim_scenario_digest(const sim_scenario *s, uint64_t *text, uint64_t *env, si
  * key tables), in the order of a scenario's sections; returns how many keys were printed. */
 int sim_scenario_keys_print(FILE *f, const char *filter, int markdown);
 
-/* The default device catalog (devices/catalog.yaml of this source tree). */
+/* The default device catalog: PREFIX/share/fedsim/devices/catalog.yaml for a fedsim installed as
+ * PREFIX/bin/fedsim (make install), else devices/catalog.yaml of the source tree it was built in.
+ */
 const char *sim_default_catalog(void);
 
 #endif /* SIM_SCENARIO_H */

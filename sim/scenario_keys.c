@@ -10,6 +10,7 @@
 #include "sim/scenario.h"
 
 #include <limits.h>
+#include <string.h>
 
 const char *const sim_dataset_names[] = {"fashion-mnist",
                                          "synth-pews-32k",
@@ -259,4 +260,125 @@ int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
     n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
                         markdown);
     return n;
+}
+
+/* ---- hints about an unknown key: what it was likely meant to be, or where it belongs ---- */
+
+/* The keys a map of a scenario may hold: its path ("*" for a name or an index of the user's),
+ * how a message names it, and its table and extra names (the sections below it). */
+typedef struct vocab {
+    char path[64];
+    char where[80]; /* "federation:", "" for the top level */
+    const sim_key *keys;
+    const char *const *words;
+    int algorithm; /* `algorithm:` itself: its sections' names are its keys too */
+} vocab;
+
+static const char *const TOP_SECTIONS[] = {"dataset", "partition", "algorithm", "federation",
+                                           "eval",    "devices",   NULL};
+static const char *const ALGO_NAME[] = {"name", NULL};
+static const char *const MIX_KEYS[] = {"profile", "share", NULL};
+
+static int vocab_add(vocab *v, int n, const char *path, const char *where, const sim_key *keys,
+                     const char *const *words)
+{
+    v[n] = (vocab){.keys = keys, .words = words, .algorithm = !strcmp(path, "algorithm")};
+    snprintf(v[n].path, sizeof v[n].path, "%s", path);
+    snprintf(v[n].where, sizeof v[n].where, "%s", where);
+    return n + 1;
+}
+
+/* Every map's vocabulary; returns how many. */
+static int vocabs(vocab *v)
+{
+    int n = vocab_add(v, 0, "", "", sim_keys_top, TOP_SECTIONS);
+    n = vocab_add(v, n, "dataset", "dataset:", sim_keys_dataset, NULL);
+    n = vocab_add(v, n, "partition", "partition:", sim_keys_partition, NULL);
+    n = vocab_add(v, n, "algorithm", "algorithm:", fl_keys_common, ALGO_NAME);
+    for (int i = 0; fl_sections[i]; i++) {
+        char path[64], where[80];
+        snprintf(path, sizeof path, "algorithm.%s", fl_sections[i]->name);
+        snprintf(where, sizeof where, "%s:", path);
+        n = vocab_add(v, n, path, where, fl_sections[i]->keys, NULL);
+    }
+    n = vocab_add(v, n, "federation", "federation:", sim_keys_federation, NULL);
+    n = vocab_add(v, n, "federation.staleness", "federation.staleness:", sim_keys_staleness, NULL);
+    n = vocab_add(v, n, "eval", "eval:", sim_keys_eval, NULL);
+    n = vocab_add(v, n, "devices", "devices:", sim_keys_devices, NULL);
+    n = vocab_add(v, n, "devices.profiles.*", "devices.profiles.NAME:", dev_profile_keys, NULL);
+    return vocab_add(v, n, "devices.mix.*", "devices.mix.N:", NULL, MIX_KEYS);
+}
+
+/* v's names, NULL-ended, into out (room for cap) */
+static void vocab_names(const vocab *v, const char **out, int cap)
+{
+    int n = 0;
+    for (const sim_key *k = v->keys; k && k->name && n < cap - 1; k++)
+        out[n++] = k->name;
+    for (int i = 0; v->words && v->words[i] && n < cap - 1; i++)
+        out[n++] = v->words[i];
+    for (int i = 0; v->algorithm && fl_sections[i] && n < cap - 1; i++)
+        out[n++] = fl_sections[i]->name;
+    out[n] = NULL;
+}
+
+/* Whether the dotted path matches pattern, whose "*" stands for any one part. */
+static int path_matches(const char *path, const char *pattern)
+{
+    for (;;) {
+        size_t a = strcspn(path, "."), b = strcspn(pattern, ".");
+        if (!(b == 1 && pattern[0] == '*') && (a != b || strncmp(path, pattern, a))) return 0;
+        if (!path[a] || !pattern[b]) return !path[a] && !pattern[b];
+        path += a + 1;
+        pattern += b + 1;
+    }
+}
+
+void sim_scenario_hint(const sim_yaml *doc, sim_err *err)
+{
+    char path[256] = "";
+    int at;
+    const sim_yaml *map = sim_yaml_unknown(doc, &at, path, sizeof path);
+    if (!map) return;
+    const char *key = map->keys[at];
+    char said[160];
+    snprintf(said, sizeof said, "unknown key '%s'", key);
+    if (strcmp(err->msg, said)) return; /* another message, about this key or not */
+    vocab v[16 + FL_MAX_SECTIONS];
+    const char *names[128];
+    int n = vocabs(v), own = -1;
+    for (int i = 0; i < n && own < 0; i++)
+        if (path_matches(path, v[i].path)) own = i;
+    if (own < 0) return; /* a map whose keys are no table's (an availability spec) */
+    size_t len = strlen(err->msg), cap = sizeof err->msg;
+    vocab_names(&v[own], names, 128);
+    const char *near = sim_keys_closest(key, names);
+    if (near) {
+        snprintf(err->msg + len, cap - len, "; did you mean '%s'?", near);
+        return;
+    }
+    int found = 0; /* the sections it is a key of (the first three) */
+    for (int i = 0; i < n && found < 3; i++) {
+        vocab_names(&v[i], names, 128);
+        for (int j = 0; i != own && names[j]; j++)
+            if (!strcmp(names[j], key)) {
+                len = strlen(err->msg);
+                snprintf(err->msg + len, cap - len, "%s%s%s", found ? " or " : "; it belongs ",
+                         v[i].where[0] ? (found ? "" : "under ") : "at the top level", v[i].where);
+                found++;
+                break;
+            }
+    }
+    if (found) return;
+    int best = -1, bd = 0; /* else a key it is a slip of elsewhere */
+    for (int i = 0; i < n; i++) {
+        vocab_names(&v[i], names, 128);
+        for (int j = 0; names[j]; j++) {
+            int d = sim_keys_misspelling(key, names[j]);
+            if (d >= 0 && (best < 0 || d < bd)) best = i, bd = d, near = names[j];
+        }
+    }
+    if (best >= 0)
+        snprintf(err->msg + len, cap - len, "; did you mean '%s' %s%s?", near,
+                 v[best].where[0] ? "under " : "at the top level", v[best].where);
 }

@@ -55,4 +55,10 @@ extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
         sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[];
 extern const char *const sim_dataset_names[]; /* dataset.name's words, NULL-ended */
 
+/* err is the error loading doc failed with: when it is "unknown key 'K'" (the key
+ * sim_yaml_unknown finds under doc), add the key of that map K likely misspells ("; did you mean
+ * 'local_epochs'?"), else the sections K is a key of ("; it belongs under federation:"), else a
+ * key of another section it misspells. */
+void sim_scenario_hint(const sim_yaml *doc, sim_err *err);
+
 #endif /* SIM_SCENARIO_KEYS_H */

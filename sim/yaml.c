@@ -381,12 +381,21 @@ sim_yaml *sim_yaml_get(const sim_yaml *map, const char *key)
     return map->items[i];
 }
 
+/* A key reported unknown is marked so (used[i] = UNKNOWN), for sim_yaml_unknown to find: the
+ * reader who knows the key's vocabulary can then say what was meant. */
+enum { UNKNOWN = 2 };
+
+static int unknown(const sim_yaml *map, int i, sim_err *err)
+{
+    map->used[i] = UNKNOWN;
+    return sim_yaml_fail_key(map, map->keys[i], err, "unknown key '%s'", map->keys[i]);
+}
+
 int sim_yaml_check_used(const sim_yaml *node, sim_err *err)
 {
     if (!node) return SIM_OK;
     for (int i = 0; i < node->n; i++) {
-        if (node->kind == SIM_YAML_MAP && !node->used[i])
-            return sim_yaml_fail_key(node, node->keys[i], err, "unknown key '%s'", node->keys[i]);
+        if (node->kind == SIM_YAML_MAP && !node->used[i]) return unknown(node, i, err);
         int rc = sim_yaml_check_used(node->items[i], err);
         if (rc) return rc;
     }
@@ -396,9 +405,27 @@ int sim_yaml_check_used(const sim_yaml *node, sim_err *err)
 int sim_yaml_check_keys(const sim_yaml *map, sim_err *err)
 {
     for (int i = 0; map && map->kind == SIM_YAML_MAP && i < map->n; i++)
-        if (!map->used[i])
-            return sim_yaml_fail_key(map, map->keys[i], err, "unknown key '%s'", map->keys[i]);
+        if (!map->used[i]) return unknown(map, i, err);
     return SIM_OK;
+}
+
+const sim_yaml *sim_yaml_unknown(const sim_yaml *node, int *index, char *path, size_t n)
+{
+    size_t len = strlen(path);
+    for (int i = 0; node && node->kind != SIM_YAML_SCALAR && i < node->n; i++) {
+        if (node->kind == SIM_YAML_MAP && node->used[i] == UNKNOWN) {
+            *index = i;
+            return node;
+        }
+        if (node->kind == SIM_YAML_MAP)
+            snprintf(path + len, n - len, "%s%s", len ? "." : "", node->keys[i]);
+        else
+            snprintf(path + len, n - len, "%s%d", len ? "." : "", i);
+        const sim_yaml *m = sim_yaml_unknown(node->items[i], index, path, n);
+        if (m) return m;
+        path[len] = 0;
+    }
+    return NULL;
 }
 
 void sim_yaml_mark_used(const sim_yaml *node)

@@ -45,6 +45,11 @@ sim_yaml *sim_yaml_get(const sim_yaml *map, const char *key);
 /* SIM_EINVAL at the first key of map (recursively through maps and sequences, in file order)
  * that no reader asked for: "unknown key 'bandwith'" */
 int sim_yaml_check_used(const sim_yaml *node, sim_err *err);
+/* The map under node holding the key the last unknown-key error named (its index in *index),
+ * and that map's dotted path from node appended to path (n bytes, "" for node itself; a
+ * sequence item by its index: "devices.mix.1"); NULL when no key under node was reported so. For
+ * the reader who knows what keys belong where to add what was likely meant. */
+const sim_yaml *sim_yaml_unknown(const sim_yaml *node, int *index, char *path, size_t n);
 /* Mark every key under node used: for a subtree a reader takes as a whole (copies or writes out)
  * without looking each key up. */
 void sim_yaml_mark_used(const sim_yaml *node);

@@ -5,7 +5,8 @@
  * left for sim_yaml_check_used to report at its position. The scenario's own sections are read
  * through their tables (sim/scenario_keys.c): every key a scenario's defaults write is in its
  * section's table, in the table's order, with the table's default, and the async federation's
- * staleness is read from its table with errors at the key. */
+ * staleness is read from its table with errors at the key. An unknown key, choice or name
+ * suggests the one likely meant, or says where the key belongs. */
 #include "sim/keys.h"
 #include "sim/scenario_keys.h"
 #include "tests/check.h"
@@ -167,6 +168,9 @@ static void test_errors(void)
             {"sec: {flag: maybe}\n",
              "k.yaml:1:13: flag: 'maybe' is not a boolean (use true/false, yes/no, on/off)"},
             {"sec: {pick: top}\n", "k.yaml:1:13: pick: 'top' is not one of low, mid, high"},
+            /* a misspelled choice names the word meant */
+            {"sec: {pick: hihg}\n",
+             "k.yaml:1:13: pick: 'hihg' is not one of low, mid, high; did you mean 'high'?"},
             {"sec: {big: -1}\n", "k.yaml:1:12: big: -1 is out of range [0, 9223372036854775807]"},
             {"sec: {t: 3}\n", "k.yaml:1:10: t: '3' has no unit"},
             {"sec: {word: abcdefgh}\n", "k.yaml:1:13: word: value too long"},
@@ -181,6 +185,74 @@ static void test_errors(void)
         CHECK_MSG(!strncmp(fmt_err(&err), cases[i].want, strlen(cases[i].want)),
                   "case %zu: \"%s\", want \"%s\"", i, fmt_err(&err), cases[i].want);
         sim_yaml_free(doc);
+    }
+}
+
+/* What counts as a misspelling: an edit or two (a swap of neighbours is one, case is none),
+ * more for longer names, never a word itself, and the nearest word wins. */
+static void test_misspelling(void)
+{
+    CHECK(sim_keys_misspelling("local_epoch", "local_epochs") == 1);
+    CHECK(sim_keys_misspelling("dealdine", "deadline") == 1);
+    CHECK(sim_keys_misspelling("Rounds", "rounds") == 0);
+    CHECK(sim_keys_misspelling("rounds", "rounds") == -1);
+    CHECK(sim_keys_misspelling("lr", "mu") == -1);
+    CHECK(sim_keys_misspelling("sed", "seed") == 1);
+    CHECK(sim_keys_misspelling("bufr", "buffer") == 2);
+    CHECK(sim_keys_misspelling("concurency", "concurrency") == 1);
+    CHECK(sim_keys_misspelling("staleness", "deadline") == -1);
+    CHECK(sim_keys_misspelling("x", "y") == -1); /* never a whole word replaced */
+    static const char *const words[] = {"buffer", "budget", "bufferz", NULL};
+    CHECK(!strcmp(sim_keys_closest("bufer", words), "buffer"));
+    CHECK(!strcmp(sim_keys_closest("budgit", words), "budget"));
+    CHECK(sim_keys_closest("overhead", words) == NULL);
+}
+
+/* A scenario's unknown key or name says what was likely meant: a key of its own section it
+ * misspells, else the sections it is a key of, else a key elsewhere it misspells; a misspelled
+ * algorithm, model, dataset or device profile names the one meant. */
+static void test_hints(void)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+            {"algorithm: {local_epoch: 2}\n",
+             "s.yaml:1:13: unknown key 'local_epoch'; did you mean 'local_epochs'?"},
+            {"deadline: 5 s\n", "s.yaml:1:1: unknown key 'deadline'; it belongs under federation:"},
+            {"federation: {clients: 5}\n",
+             "s.yaml:1:14: unknown key 'clients'; it belongs under dataset: or partition:"},
+            {"federation: {seed: 5}\n",
+             "s.yaml:1:14: unknown key 'seed'; it belongs at the top level"},
+            {"local_epoch: 2\n", "s.yaml:1:1: unknown key 'local_epoch'; did you mean "
+                                 "'local_epochs' under algorithm:?"},
+            {"devices: {mix: [{profile: laptop, share: 1, sahre: 1}]}\n",
+             "s.yaml:1:45: unknown key 'sahre'; did you mean 'share'?"},
+            {"devices: {profiles: {p: {base: laptop, compte: 1 GFLOPS}}}\n",
+             "s.yaml:1:40: unknown key 'compte'; did you mean 'compute'?"},
+            {"federation: {mode: async, staleness: {knd: hinge}}\n",
+             "s.yaml:1:39: unknown key 'knd'; did you mean 'kind'?"},
+            {"algorithm: {name: fedprx}\n", "did you mean 'fedprox'?"},
+            {"model: fedpews-mpl\n", "did you mean 'fedpews-mlp'?"},
+            {"devices: {mix: [{profile: laptp, share: 1}]}\n", "did you mean 'laptop'?"},
+            {"devices: {profiles: {p: {base: rpi}}}\n", "did you mean 'rpi4'?"},
+    };
+    for (size_t i = 0; i < SIM_ARRAY_LEN(cases); i++) {
+        char text[512], msg[1024];
+        sim_scenario sc;
+        snprintf(text, sizeof text, "dataset: {name: synth-pews-3.2k}\n%s%s",
+                 strncmp(cases[i].text, "model", 5) ? "model: fedpews-mlp\n" : "", cases[i].text);
+        int rc = test_load_scenario(&sc, text, msg, sizeof msg);
+        if (!rc) sim_scenario_destroy(&sc);
+        /* the position is the text's line + 1 or 2 (the dataset and model lines before it) */
+        const char *want = cases[i].want, *colon = strchr(want, ':');
+        char full[512];
+        if (!strncmp(want, "s.yaml:", 7)) {
+            int line = atoi(want + 7) + 1 + !!strncmp(cases[i].text, "model", 5);
+            snprintf(full, sizeof full, "s.yaml:%d%s", line, strchr(colon + 1, ':'));
+            want = full;
+        }
+        CHECK_MSG(rc == SIM_EINVAL && strstr(msg, want), "case %zu: \"%s\", want \"%s\"", i, msg,
+                  want);
     }
 }
 
@@ -277,6 +349,8 @@ int main(void)
     test_scenario_tables();
     test_defaults();
     test_errors();
+    test_misspelling();
+    test_hints();
     test_print();
     return CHECK_DONE();
 }
