@@ -578,8 +578,10 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
     fputs("set ylabel 'accuracy (fraction correct)'\nset yrange [0:1]\n", f);
     if (what && o->log_x)
         fputs("set logscale x\n", f);
-    else
+    else if (xmax > 0)
         fputs("set xrange [0:*]\n", f);
+    else /* the initial model's row alone (a live plot's first): [0:0] is no range */
+        fputs("set xrange [0:1]\n", f);
     char x[160];
     if (what)
         snprintf(x, sizeof x, "((column('bytes_up')+column('bytes_down'))/%.17g)", div);

@@ -549,6 +549,36 @@ static void test_wide_metrics(void)
     check_picture(path, "acc_time.png");
 }
 
+/* A run with only the initial model's row (round 0: time 0, 0 bytes), as the live plots first see
+ * one: its plots draw without gnuplot's "empty x range" warning (a range of [0:0]). */
+static void test_round0_only(void)
+{
+    char path[256], cmd[1024];
+    snprintf(path, sizeof path, "%s/a/metrics.tsv", dir);
+    size_t len;
+    char *t = test_slurp(path, &len);
+    snprintf(path, sizeof path, "%s/zero", dir);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/zero/metrics.tsv", dir);
+    FILE *f = fopen(path, "w");
+    int lines = 0;
+    for (char *l = t, *end; f && l && lines < 3 && (end = strchr(l, '\n')); l = end + 1, lines++)
+        fprintf(f, "%.*s\n", (int)(end - l), l);
+    CHECK_MSG(f && lines == 3, "made %s (%d lines)", path, lines);
+    if (f) fclose(f);
+    free(t);
+    snprintf(cmd, sizeof cmd, "%s plot %s/zero --out %s/zero-plots >%s/zero-plot.txt 2>&1", bin,
+             dir, dir, dir);
+    CHECK(sh(cmd) == 0);
+    snprintf(path, sizeof path, "%s/zero-plot.txt", dir);
+    char *out = test_slurp(path, &len);
+    CHECK_MSG(out && !strstr(out, "empty x range"), "plot of round 0 alone: %s", out ? out : "");
+    free(out);
+    snprintf(path, sizeof path, "%s/zero-plots", dir);
+    check_picture(path, "acc_time.png");
+    check_picture(path, "acc_bytes.png");
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -557,6 +587,7 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     test_run_plots();
     test_wide_metrics();
+    test_round0_only();
     test_bad_metrics();
     test_sweep();
     test_summary_groups();
