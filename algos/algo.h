@@ -278,6 +278,9 @@ int64_t fl_job_steps(const fl_env *env, int n);
 int fl_job_batch(int64_t step, int n, int B);
 /* How many of a job's first `steps` batches are its epochs' short ones (0 when B divides n). */
 int64_t fl_job_short_batches(int64_t steps, int n, int B);
+/* Add to *to what `steps` plain SGD steps of m over n samples in batches of B cost, each epoch
+ * ending on its short batch (a cost-only job's work; `fedsim check` prices clients by it). */
+void fl_steps_cost(const nn_model *m, int n, int B, int64_t steps, nn_cost *to);
 /* The job's client lr: algorithm.lr decayed by lr_decay once per round (fl_job.round). */
 double fl_job_lr(const fl_env *env, const fl_job *job);
 /* Start the loop of job on m; returns 0 (and needs no finish) when the client has no samples. */

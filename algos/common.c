@@ -81,7 +81,7 @@ float *fl_initial_params(const fl_env *env)
 }
 
 /* Cost of `steps` steps over n samples in batches of B, each epoch ending on a short batch. */
-static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result *res)
+void fl_steps_cost(const nn_model *m, int n, int B, int64_t steps, nn_cost *to)
 {
     int rem = n % B;
     nn_cost cb, cr = {0};
@@ -90,7 +90,12 @@ static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result 
     int64_t n_short = fl_job_short_batches(steps, n, B);
     double n_full = (double)(steps - n_short), ns = (double)n_short;
     for (int i = 0; i < NN_COST_N; i++)
-        *nn_cost_at(&res->cost, i) += n_full * nn_cost_get(&cb, i) + ns * nn_cost_get(&cr, i);
+        *nn_cost_at(to, i) += n_full * nn_cost_get(&cb, i) + ns * nn_cost_get(&cr, i);
+}
+
+static void cost_only(const nn_model *m, int n, int B, int64_t steps, fl_result *res)
+{
+    fl_steps_cost(m, n, B, steps, &res->cost);
     fl_count_steps(res, steps);
 }
 

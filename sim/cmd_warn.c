@@ -128,20 +128,15 @@ void sim_cli_price_job(const sim_cli_prices *p, int k, const dev_profile *d, dou
     dev_price(d, &aj, 0, ph);
 }
 
-/* Client c's dense job as its training counts it (fl_job_steps): its steps over its own samples,
- * each epoch ending on a short batch (algos/common.c's cost-only job), priced by its class's
- * ratios. */
+/* Client c's dense job as its training counts it: its steps over its own samples, each epoch
+ * ending on a short batch (fl_steps_cost, a cost-only job's), priced by its class's ratios. */
 static void price_client(const sim_cli_prices *p, const sim_scenario *sc, int c, dev_phases *ph)
 {
-    int n = sc->part.n[c], B = sc->cfg.batch_size, rem = n % B;
+    int n = sc->part.n[c];
     int64_t steps = fl_job_steps(&sc->spec.env, n);
-    int64_t n_short = fl_job_short_batches(steps, n, B);
-    double n_full = (double)(steps - n_short), ns = (double)n_short;
-    nn_cost cr = {0};
-    if (rem) nn_model_step_cost(&p->m, rem, &cr);
-    double flops = n_full * p->step.flops + ns * cr.flops,
-           act = n_full * p->step.bytes + ns * cr.bytes;
-    sim_cli_price_job(p, p->of[c], &sc->devices[c], flops, act, (double)steps, ph);
+    nn_cost job = {0};
+    fl_steps_cost(&p->m, n, sc->cfg.batch_size, steps, &job);
+    sim_cli_price_job(p, p->of[c], &sc->devices[c], job.flops, job.bytes, (double)steps, ph);
 }
 
 /* Whether client c's device is offline from 0 until the run's horizon (max_time, or for ever). */
@@ -186,27 +181,13 @@ static int capacity_warning(const sim_scenario *sc, char *msg, size_t cap)
     return 1;
 }
 
-/* "X" or "X to Y" of two times or two byte counts. */
-static void time_range(char *buf, size_t n, sim_time lo, sim_time hi)
+/* "X", or "X to Y" when the two formatted figures differ. */
+static void range_of(char *buf, size_t n, const char *lo, const char *hi)
 {
-    char a[32], b[32];
-    sim_format_time(a, sizeof a, lo);
-    sim_format_time(b, sizeof b, hi);
-    if (lo == hi || !strcmp(a, b))
-        snprintf(buf, n, "%s", a);
+    if (!strcmp(lo, hi))
+        snprintf(buf, n, "%s", lo);
     else
-        snprintf(buf, n, "%s to %s", a, b);
-}
-
-static void bytes_range(char *buf, size_t n, double lo, double hi)
-{
-    char a[32], b[32];
-    sim_format_bytes(a, sizeof a, lo);
-    sim_format_bytes(b, sizeof b, hi);
-    if (!strcmp(a, b))
-        snprintf(buf, n, "%s", a);
-    else
-        snprintf(buf, n, "%s to %s", a, b);
+        snprintf(buf, n, "%s to %s", lo, hi);
 }
 
 /* devices.mix entries with a share above 0 that no client got. */
@@ -273,9 +254,12 @@ int sim_cli_warnings(const sim_scenario *sc, const sim_cli_prices *p, FILE *f, c
             t_lo = ph.up_end < t_lo ? ph.up_end : t_lo;
             t_hi = ph.up_end > t_hi ? ph.up_end : t_hi;
         }
+        char lo[32], hi[32];
         if (unfit) {
-            bytes_range(range, sizeof range, need_lo, need_hi);
-            bytes_range(have, sizeof have, mem_lo, mem_hi);
+            sim_format_bytes(lo, sizeof lo, need_lo), sim_format_bytes(hi, sizeof hi, need_hi);
+            range_of(range, sizeof range, lo, hi);
+            sim_format_bytes(lo, sizeof lo, mem_lo), sim_format_bytes(hi, sizeof hi, mem_hi);
+            range_of(have, sizeof have, lo, hi);
             fprintf(f,
                     "%s%d of %d clients (%s) cannot hold the model they train: training needs "
                     "%s and their devices have %s of memory: they are never selected\n",
@@ -291,8 +275,11 @@ int sim_cli_warnings(const sim_scenario *sc, const sim_cli_prices *p, FILE *f, c
         if (late) {
             if (t_hi == DEV_TIME_NEVER)
                 snprintf(range, sizeof range, "jobs that never finish");
-            else
-                time_range(range, sizeof range, t_lo, t_hi), strcat(range, " per job");
+            else {
+                sim_format_time(lo, sizeof lo, t_lo), sim_format_time(hi, sizeof hi, t_hi);
+                range_of(range, sizeof range, lo, hi);
+                strcat(range, " per job");
+            }
             fprintf(f,
                     "%s%d of %d clients (%s) need %s (round 1's, predicted) and the deadline "
                     "is %s: their updates will always be late\n",
