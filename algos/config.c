@@ -125,15 +125,7 @@ int fl_config_read(fl_config *c, sim_yaml *doc, const char *path, const sim_key_
                    sim_err *err)
 {
     memset(c, 0, sizeof *c);
-    sim_keys_map s = {doc, doc, path};
-    if (path[0]) { /* walk to the map, marking the way used */
-        char buf[128], *save = NULL;
-        snprintf(buf, sizeof buf, "%s", path);
-        const sim_yaml *m = doc;
-        for (char *k = strtok_r(buf, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
-            m = sim_yaml_get(m, k);
-        s.map = m;
-    }
+    sim_keys_map s = {doc, sim_keys_at(doc, path), path};
     const char *last = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
     int rc = sim_keys_need_map(&s, path[0] ? last : "algorithm", err);
     if (rc || (rc = sim_keys_read(&NAME, c, &s, NULL, err))) return rc;

@@ -33,16 +33,18 @@ void sim_keys_put(sim_keys_map *s, const char *key, const char *text)
     snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
     sim_err ignore;
     if (sim_yaml_set(s->doc, buf, &ignore) != SIM_OK) return;
-    const sim_yaml *m = s->map;
-    if (!m) { /* the map was just created: walk its dotted path, marking it used */
-        char path[256], *save = NULL;
-        snprintf(path, sizeof path, "%s", s->prefix);
-        m = s->doc;
-        for (char *k = strtok_r(path, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
-            m = sim_yaml_get(m, k);
-        s->map = m;
-    }
-    sim_yaml_get(m, key);
+    if (!s->map) s->map = sim_keys_at(s->doc, s->prefix); /* the map was just created */
+    sim_yaml_get(s->map, key);
+}
+
+const sim_yaml *sim_keys_at(const sim_yaml *doc, const char *path)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", path);
+    const sim_yaml *m = doc;
+    for (char *k = strtok_r(buf, ".", &save); k && m; k = strtok_r(NULL, ".", &save))
+        m = sim_yaml_get(m, k);
+    return m;
 }
 
 /* The text of k's default in ctx (NULL: none), normalized as it is written: a double with 17

@@ -78,6 +78,9 @@ typedef struct sim_keys_map {
 sim_keys_map sim_keys_sub(sim_keys_map *parent, const char *key, char *buf, size_t n);
 /* SIM_EINVAL "KEY: expected a map of settings" when s's map is there and not a map. */
 int sim_keys_need_map(const sim_keys_map *s, const char *key, sim_err *err);
+/* The node at a dotted path of doc ("": doc itself), every key on the way marked used; NULL when
+ * a step is absent. */
+const sim_yaml *sim_keys_at(const sim_yaml *doc, const char *path);
 /* Write text as key's value into the tree (creating s's map when absent) and mark it used. */
 void sim_keys_put(sim_keys_map *s, const char *key, const char *text);
 
