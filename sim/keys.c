@@ -30,9 +30,10 @@ int sim_keys_need_map(const sim_keys_map *s, const char *key, sim_err *err)
 void sim_keys_put(sim_keys_map *s, const char *key, const char *text)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
+    int len = snprintf(buf, sizeof buf, "%s%s%s=%s", s->prefix, s->prefix[0] ? "." : "", key, text);
     sim_err ignore;
-    if (sim_yaml_set(s->doc, buf, &ignore) != SIM_OK) return;
+    if (len < 0 || (size_t)len >= sizeof buf || sim_yaml_set(s->doc, buf, &ignore) != SIM_OK)
+        return; /* a cut assignment would set another key */
     if (!s->map) s->map = sim_keys_at(s->doc, s->prefix); /* the map was just created */
     sim_yaml_get(s->map, key);
 }
