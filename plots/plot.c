@@ -9,7 +9,7 @@
  * to three rows per job.
  */
 #define _XOPEN_SOURCE 700 /* fcntl flags, posix_spawn, sigaction with SA_* */
-#include "plots/plot.h"
+#include "plots/plot_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +48,7 @@ const char *plot_format_ext(int format)
 
 /* Split a line in place at tabs (and drop its newline); returns the field count, or max + 1 when
  * the line has more than max fields (f then holds the first max). */
-static int split_tabs(char *line, char **f, int max)
+int plot_split_tabs(char *line, char **f, int max)
 {
     line[strcspn(line, "\r\n")] = 0;
     int n = 0;
@@ -160,7 +160,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         }
         if (!header) {
             memcpy(head, line, sizeof head);
-            nf = split_tabs(head, h, MAX_COLUMNS);
+            nf = plot_split_tabs(head, h, MAX_COLUMNS);
             if (nf > MAX_COLUMNS) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0, "more than %d columns", MAX_COLUMNS);
@@ -186,7 +186,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             header = 1;
             continue;
         }
-        int k = split_tabs(line, f, MAX_COLUMNS);
+        int k = plot_split_tabs(line, f, MAX_COLUMNS);
         if (k != nf) {
             rc = sim_fail(err, SIM_EFORMAT, path, ln, 0, "%d fields; the header row has %d", k, nf);
             break;
@@ -312,68 +312,6 @@ int plot_metrics_best_val(const plot_metrics *m)
     return best;
 }
 
-/* What the timeline plot needs from timeline.tsv: the window's rounds and what is in them. */
-typedef struct timeline_scan {
-    int rmin, rmax; /* the window */
-    int cmax;       /* highest client id */
-    long rows, lost, late;
-    double t_max; /* latest phase end in the window, s */
-} timeline_scan;
-
-static int scan_timeline(const char *run_dir, int window, timeline_scan *s)
-{
-    memset(s, 0, sizeof *s);
-    char path[1200];
-    snprintf(path, sizeof path, "%s/timeline.tsv", run_dir);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return -1;
-    /* per round: rows, lost, late, latest end (rounds are few; jobs are many) */
-    long *cnt = NULL;
-    double *tend = NULL;
-    int cap = 0, rmax = -1, header = 0;
-    char line[512], *f[8];
-    while (fgets(line, sizeof line, fp)) {
-        if (line[0] == '#') continue;
-        if (!header) {
-            header = 1;
-            continue;
-        }
-        if (split_tabs(line, f, 8) < 6) continue;
-        int r = atoi(f[1]), c = atoi(f[0]);
-        if (c > s->cmax) s->cmax = c;
-        if (r < 0 || r > 100000000) continue;
-        if (r >= cap) {
-            int nc = cap ? cap : 64;
-            while (nc <= r)
-                nc *= 2;
-            cnt = sim_xrealloc(cnt, sizeof(long) * 3 * (size_t)nc);
-            tend = sim_xrealloc(tend, sizeof(double) * (size_t)nc);
-            memset(cnt + 3 * cap, 0, sizeof(long) * 3 * (size_t)(nc - cap));
-            for (int i = cap; i < nc; i++)
-                tend[i] = 0;
-            cap = nc;
-        }
-        cnt[3 * r]++;
-        cnt[3 * r + 1] += !strcmp(f[5], "lost");
-        cnt[3 * r + 2] += !strcmp(f[5], "late");
-        double e = atof(f[4]);
-        if (e > tend[r]) tend[r] = e;
-        if (r > rmax) rmax = r;
-    }
-    fclose(fp);
-    s->rmax = rmax;
-    s->rmin = rmax - window + 1 < 0 ? 0 : rmax - window + 1;
-    for (int r = s->rmin; r <= rmax; r++) {
-        s->rows += cnt[3 * r];
-        s->lost += cnt[3 * r + 1];
-        s->late += cnt[3 * r + 2];
-        if (tend[r] > s->t_max) s->t_max = tend[r];
-    }
-    free(cnt);
-    free(tend);
-    return 0;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* the gnuplot process */
 
@@ -497,7 +435,7 @@ void plot_put_str(FILE *f, const char *s)
 }
 
 /* name = 'text' */
-static void put_var(FILE *f, const char *name, const char *text)
+void plot_put_var(FILE *f, const char *name, const char *text)
 {
     fprintf(f, "%s = ", name);
     plot_put_str(f, text);
@@ -507,7 +445,7 @@ static void put_var(FILE *f, const char *name, const char *text)
 /* ---------------------------------------------------------------------------------------- */
 /* figures */
 
-static void time_unit(double max_s, double *div, const char **label)
+void plot_time_unit(double max_s, double *div, const char **label)
 {
     if (max_s >= 3 * 3600.0)
         *div = 3600, *label = "h";
@@ -517,7 +455,7 @@ static void time_unit(double max_s, double *div, const char **label)
         *div = 1, *label = "s";
 }
 
-static void bytes_unit(double max, double *div, const char **label)
+void plot_bytes_unit(double max, double *div, const char **label)
 {
     if (max >= 2.0 * (1 << 30))
         *div = (double)(1 << 30), *label = "GiB";
@@ -528,7 +466,7 @@ static void bytes_unit(double max, double *div, const char **label)
 }
 
 /* Start a figure: clean state, terminal, output file DIR/NAME.EXT, title. */
-static void begin(FILE *f, const plot_opts *o, const char *dir, const char *name, const char *title)
+void plot_begin(FILE *f, const plot_opts *o, const char *dir, const char *name, const char *title)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, plot_format_ext(o->format));
@@ -539,23 +477,37 @@ static void begin(FILE *f, const plot_opts *o, const char *dir, const char *name
         fputs("set terminal pdfcairo size 8in,4.8in noenhanced font 'sans,10'\n", f);
     else
         fputs("set terminal pngcairo size 1000,600 noenhanced font 'sans,11'\n", f);
-    put_var(f, "fedsim_out", path);
-    put_var(f, "fedsim_title", title);
+    plot_put_var(f, "fedsim_out", path);
+    plot_put_var(f, "fedsim_title", title);
     fputs("set output fedsim_out\nset title fedsim_title\n"
           "set datafile separator \"\\t\"\nset grid\nset key bottom right box opaque\n",
           f);
 }
 
-static void end(FILE *f)
+void plot_end(FILE *f)
 {
     fputs("unset output\n", f);
 }
 
+/* An overlay's groups of runs that differ only in their seed (seeds.c), drawn as one mean curve
+ * in a band: the group of each curve, and per group its runs and its blocks in the band file
+ * (block[2g + what], -1: drawn run by run, as a group of one is). */
+typedef struct plot_bands {
+    const char *path; /* the band file, seed_bands.tsv */
+    int *group, *runs, *block;
+} plot_bands;
+
+/* Curve colours of an overlay, so a group's band and its mean share one. */
+static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1",
+                                      "#9c755f", "#76b7b2", "#edc948", "#ff9da7", "#bab0ac"};
+
 /* The accuracy curves of runs m[0..n) against time (what = 0) or bytes (what = 1). One run: its
- * global, personalized mean and bottom-decile curves; several: one curve per run. nv holds
- * (legend, run folder) pairs. */
+ * global, personalized mean and bottom-decile curves; several: one curve per run, or per group of
+ * runs that differ only in their seed (b), each legend saying which accuracy it is when they are
+ * not all the same one (else the y axis says). nv holds (legend, run folder) pairs. */
 static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int what,
-                       const plot_metrics *m, int n, const char *const *nv, const char *title)
+                       const plot_metrics *m, int n, const char *const *nv, const plot_bands *b,
+                       const char *title)
 {
     double xmax = 0;
     for (int r = 0; r < n; r++)
@@ -566,16 +518,23 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
     double div;
     const char *unit;
     if (what)
-        bytes_unit(xmax, &div, &unit);
+        plot_bytes_unit(xmax, &div, &unit);
     else
-        time_unit(xmax, &div, &unit);
-    begin(f, o, out_dir, what ? "acc_bytes" : "acc_time", title);
+        plot_time_unit(xmax, &div, &unit);
+    plot_begin(f, o, out_dir, what ? "acc_bytes" : "acc_time", title);
     if (what)
         fprintf(f, "set xlabel 'cumulative bytes, up + down (%s%s)'\n", unit,
                 o->log_x ? ", log scale" : "");
     else
         fprintf(f, "set xlabel 'simulated time (%s)'\n", unit);
-    fputs("set ylabel 'accuracy (fraction correct)'\nset yrange [0:1]\n", f);
+    /* which accuracy the curves are: 1 global, 2 personalized mean, 3 both kinds */
+    int kinds = 0;
+    for (int r = 0; n > 1 && r < n; r++)
+        if (m[r].has_global || m[r].has_pers) kinds |= plot_metrics_pers(&m[r]) ? 2 : 1;
+    fprintf(f, "set ylabel '%s'\nset yrange [0:1]\n",
+            kinds == 1   ? "accuracy: global model on the test set"
+            : kinds == 2 ? "accuracy: personalized models, mean over clients"
+                         : "accuracy (fraction correct)");
     if (what && o->log_x)
         fputs("set logscale x\n", f);
     else if (xmax > 0)
@@ -588,14 +547,25 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
     else
         snprintf(x, sizeof x, "(column('sim_time_s')/%.17g)", div);
     for (int r = 0; r < n; r++) {
-        char v[32];
+        char v[32], text[1200];
         snprintf(v, sizeof v, "fedsim_f%d", r);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/metrics.tsv", nv[2 * r + 1]);
-        put_var(f, v, path);
+        snprintf(text, sizeof text, "%s/metrics.tsv", nv[2 * r + 1]);
+        plot_put_var(f, v, text);
+        const char *label = nv[2 * r];
+        char grp[600];
+        int g = b ? b->group[r] : -1;
+        if (g >= 0 && b->block[2 * g + what] >= 0) {
+            plot_seed_label(grp, sizeof grp, label, b->runs[g]);
+            label = grp;
+        }
         snprintf(v, sizeof v, "fedsim_n%d", r);
-        put_var(f, v, nv[2 * r]);
+        snprintf(text, sizeof text, "%s%s", label,
+                 kinds != 3                 ? ""
+                 : plot_metrics_pers(&m[r]) ? " (personalized mean)"
+                                            : " (global model)");
+        plot_put_var(f, v, text);
     }
+    if (b) plot_put_var(f, "fedsim_b", b->path);
     const char *sep = "plot ";
     if (n == 1) {
         static const struct {
@@ -612,7 +582,7 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
         if (m->has_base) { /* the base's curve (fl_algo.base): its name comes from the file */
             char bt[128];
             snprintf(bt, sizeof bt, "personalized, mean over clients, as %s evaluates", m->base);
-            put_var(f, "fedsim_bt", bt);
+            plot_put_var(f, "fedsim_bt", bt);
         }
         for (int i = 0; i < 4; i++) {
             if (!has[i]) continue;
@@ -625,71 +595,44 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
             sep = ", \\\n  ";
         }
     } else {
+        int slot = 0, bands = 0;
         for (int r = 0; r < n; r++) {
             if (!m[r].has_global && !m[r].has_pers) continue;
-            fprintf(f,
-                    "%sfedsim_f%d using %s:'%s' with linespoints lw 2 pt %d ps 0.6 title "
-                    "fedsim_n%d",
-                    sep, r, x,
-                    m[r].is_base               ? "acc_base_mean"
-                    : plot_metrics_pers(&m[r]) ? "acc_pers_mean"
-                                               : "acc_global",
-                    5 + r % 9, r);
+            int g = b ? b->group[r] : -1, k = g >= 0 ? b->block[2 * g + what] : -1;
+            const char *color = palette[slot % (int)(sizeof palette / sizeof *palette)];
+            if (k >= 0) { /* a group of seeds: its band and mean, at its first run */
+                int first = 1;
+                for (int q = 0; q < r; q++)
+                    first &= b->group[q] != g;
+                if (!first) continue;
+                fprintf(f,
+                        "%sfedsim_b index %d using ($1/%.17g):3:4 with filledcurves fc rgb '%s' "
+                        "fs transparent solid 0.22 noborder notitle, \\\n"
+                        "  fedsim_b index %d using ($1/%.17g):2 with lines lw 2 lc rgb '%s' "
+                        "title fedsim_n%d",
+                        sep, k, div, color, k, div, color, r);
+                bands = 1;
+            } else {
+                fprintf(f,
+                        "%sfedsim_f%d using %s:'%s' with linespoints lw 2 pt %d ps 0.6 lc rgb "
+                        "'%s' title fedsim_n%d",
+                        sep, r, x,
+                        m[r].is_base               ? "acc_base_mean"
+                        : plot_metrics_pers(&m[r]) ? "acc_pers_mean"
+                                                   : "acc_global",
+                        5 + slot % 9, color, r);
+            }
+            slot++;
             sep = ", \\\n  ";
         }
+        if (bands)
+            fprintf(f,
+                    "%skeyentry with filledcurves fc rgb '#888888' fs transparent solid 0.3 "
+                    "noborder title 'band: lowest to highest run of the seeds'",
+                    sep);
     }
     fputs("\n", f);
-    end(f);
-}
-
-static void timeline_figure(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
-                            const char *name, const timeline_scan *s)
-{
-    char title[512], path[1200];
-    snprintf(title, sizeof title, "%s: job phases per client, rounds %d-%d", name, s->rmin + 1,
-             s->rmax + 1);
-    begin(f, o, out_dir, "timeline", title);
-    double div;
-    const char *unit;
-    time_unit(s->t_max, &div, &unit);
-    snprintf(path, sizeof path, "%s/timeline.tsv", run_dir);
-    put_var(f, "fedsim_f", path);
-    fprintf(f, "fedsim_rmin = %d\nfedsim_div = %.17g\n", s->rmin, div);
-    fprintf(f, "set xlabel 'simulated time (%s)'\nset ylabel 'client'\n", unit);
-    if (s->cmax < 40) fputs("set ytics 1\n", f); /* else gnuplot's own spacing */
-    fprintf(f, "set yrange [-0.6:%g]\n", s->cmax + 0.6);
-    fputs("set key at screen 0.5,0.01 center bottom horizontal\nset bmargin 6\nset grid noytics\n"
-          "set format y '%.0f'\n"
-          "set style fill solid 0.85 noborder\n"
-          "fedsim_in(p) = column('round') >= fedsim_rmin && strcol('phase') eq p\n"
-          "fedsim_bar(p) = fedsim_in(p) ? column('start_s')/fedsim_div : NaN\n"
-          "fedsim_end(p) = fedsim_in(p) ? column('end_s')/fedsim_div : NaN\n"
-          "fedsim_mark(w) = column('round') >= fedsim_rmin && strcol('outcome') eq w ? "
-          "column('end_s')/fedsim_div : NaN\n",
-          f);
-    static const char *const phase[] = {"download", "train", "upload"};
-    static const char *const color[] = {"#4e79a7", "#f28e2b", "#59a14f"};
-    const char *sep = "plot ";
-    for (int i = 0; i < 3; i++) {
-        fprintf(f,
-                "%sfedsim_f using (fedsim_bar('%s')):'client':(fedsim_bar('%s')):"
-                "(fedsim_end('%s')):(column('client')-0.35):(column('client')+0.35) "
-                "with boxxyerror lc rgb '%s' title '%s'",
-                sep, phase[i], phase[i], phase[i], color[i], phase[i]);
-        sep = ", \\\n  ";
-    }
-    if (s->lost)
-        fprintf(f,
-                "%sfedsim_f using (fedsim_mark('lost')):'client' with points pt 2 ps 1.6 lw 2 "
-                "lc rgb '#d62728' title 'lost (client went offline)'",
-                sep);
-    if (s->late)
-        fprintf(f,
-                "%sfedsim_f using (fedsim_mark('late')):'client' with points pt 6 ps 1.4 lw 2 "
-                "lc rgb '#7b3294' title 'late (arrived after its round closed)'",
-                sep);
-    fputs("\n", f);
-    end(f);
+    plot_end(f);
 }
 
 int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *out_dir,
@@ -706,18 +649,65 @@ int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *
         const char *names[2] = {m.name, run_dir};
         char title[512];
         snprintf(title, sizeof title, "%s: accuracy vs simulated time", m.name);
-        acc_figure(f, o, out_dir, 0, &m, 1, names, title);
+        acc_figure(f, o, out_dir, 0, &m, 1, names, NULL, title);
         snprintf(title, sizeof title, "%s: accuracy vs bytes communicated", m.name);
-        acc_figure(f, o, out_dir, 1, &m, 1, names, title);
+        acc_figure(f, o, out_dir, 1, &m, 1, names, NULL, title);
     }
-    timeline_scan s;
-    if (!scan_timeline(run_dir, o->window > 0 ? o->window : 5, &s) && s.rows) {
-        timeline_figure(f, o, run_dir, out_dir, m.name, &s);
-        figs |= PLOT_FIG_TIMELINE;
-    }
+    if (plot_timeline(f, o, run_dir, out_dir, m.name)) figs |= PLOT_FIG_TIMELINE;
     fflush(f);
     plot_metrics_destroy(&m);
     return (int)figs;
+}
+
+/* Group the overlay's curves by seed (seeds.c) into b, and write the band file, b->path, whole:
+ * a block per group of two or more runs and axis (time, then bytes) where their curves meet;
+ * none (and no file) when no run shares its group. */
+static int write_bands(const char *out_dir, const plot_metrics *m, const int *run, int n,
+                       const char *const *dirs, plot_bands *b, char *path, size_t path_len,
+                       sim_err *err)
+{
+    snprintf(path, path_len, "%s/seed_bands.tsv", out_dir);
+    b->path = path;
+    b->group = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *b->group);
+    int ng = plot_group_curves(m, run, n, dirs, b->group), blocks = 0;
+    b->runs = sim_xcalloc((size_t)(ng > 0 ? ng : 1), sizeof *b->runs);
+    b->block = sim_xcalloc((size_t)(2 * ng > 0 ? 2 * ng : 1), sizeof *b->block);
+    int *members = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *members);
+    char *text = NULL, *one = NULL;
+    size_t len = 0, one_len = 0;
+    FILE *t = open_memstream(&text, &len);
+    if (!t) return sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    fputs("# fedsim: runs that differ only in their seed, per group and axis (a block each, in "
+          "the order of the overlay's legend; time in s, bytes up + down): the mean accuracy and "
+          "the lowest and highest run's\nx\tacc_mean\tacc_min\tacc_max\n",
+          t);
+    for (int g = 0; g < ng; g++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (b->group[i] == g && (m[i].has_global || m[i].has_pers)) members[k++] = i;
+        b->runs[g] = k;
+        for (int what = 0; what < 2; what++) {
+            b->block[2 * g + what] = -1;
+            if (k < 2) continue;
+            FILE *bf = open_memstream(&one, &one_len);
+            if (!bf) continue;
+            int points = plot_band_block(bf, m, members, k, what);
+            fclose(bf);
+            if (points > 0) {
+                fwrite(one, 1, one_len, t);
+                b->block[2 * g + what] = blocks++;
+            }
+            free(one);
+            one = NULL;
+        }
+    }
+    free(members);
+    int rc = SIM_OK;
+    if (fclose(t)) rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    if (!rc && blocks) rc = sim_write_file(path, text, len, err);
+    if (!rc && !blocks) unlink(path); /* an earlier overlay's, of other runs */
+    free(text);
+    return rc;
 }
 
 /* A name for a bar's label in to_target.tsv: a TSV field (no tabs or newlines). */
@@ -791,14 +781,17 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
         t = NULL;
         if (!rc) rc = sim_write_file(path, text, len, err);
     }
+    plot_bands bands = {0};
+    char bpath[1200];
+    if (!rc && any) rc = write_bands(out_dir, m, run, n, dirs, &bands, bpath, sizeof bpath, err);
     if (!rc && any) {
         figs = PLOT_FIG_ACC_TIME | PLOT_FIG_ACC_BYTES | PLOT_FIG_TO_TARGET;
-        acc_figure(f, o, out_dir, 0, m, n, nv, "accuracy vs simulated time");
-        acc_figure(f, o, out_dir, 1, m, n, nv, "accuracy vs bytes communicated");
+        acc_figure(f, o, out_dir, 0, m, n, nv, &bands, "accuracy vs simulated time");
+        acc_figure(f, o, out_dir, 1, m, n, nv, &bands, "accuracy vs bytes communicated");
         double td, bd;
         const char *tu, *bu;
-        time_unit(tmax, &td, &tu);
-        bytes_unit(bmax, &bd, &bu);
+        plot_time_unit(tmax, &td, &tu);
+        plot_bytes_unit(bmax, &bd, &bu);
         char title[128];
         snprintf(title, sizeof title, "time and bytes to reach accuracy %g", o->target);
         /* the run names stand vertically under their bars: room for the longest */
@@ -806,9 +799,9 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
         for (int r = 0; r < n; r++)
             if (strlen(nv[2 * r]) > longest) longest = strlen(nv[2 * r]);
         int bmargin = 3 + (int)(0.42 * (double)(longest < 45 ? longest : 45));
-        begin(f, o, out_dir, "to_target", "");
-        put_var(f, "fedsim_f", path);
-        put_var(f, "fedsim_mt", title);
+        plot_begin(f, o, out_dir, "to_target", "");
+        plot_put_var(f, "fedsim_f", path);
+        plot_put_var(f, "fedsim_mt", title);
         fprintf(f,
                 "unset title\nunset key\nset style fill solid 0.85 noborder\nset boxwidth 0.6\n"
                 "set xrange [-0.6:%d.4]\nset yrange [0:%s]\nset grid noxtics\n"
@@ -828,7 +821,7 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
                     what[k][1], k ? bu : tu, what[k][0], k ? bd : td, k ? "#59a14f" : "#4e79a7");
         }
         fputs("unset multiplot\n", f);
-        end(f);
+        plot_end(f);
         fflush(f);
     }
     if (t) fclose(t);
@@ -839,6 +832,9 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
     free(nv);
     free(fallback);
     free(run);
+    free(bands.group);
+    free(bands.runs);
+    free(bands.block);
     return rc ? rc : (int)figs;
 }
 

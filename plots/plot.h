@@ -2,7 +2,8 @@
  *
  * A run folder's metrics.tsv and timeline.tsv become accuracy vs simulated time, accuracy vs
  * cumulative bytes (up + down) and a per-client timeline (download/train/upload bars, lost and
- * late jobs marked) over the last few rounds. Several runs overlay on the same axes, with bars of
+ * late jobs marked, round starts, device classes) over the last few rounds. Several runs overlay
+ * on the same axes (runs differing only in their seed as their mean in a band), with bars of
  * the simulated time and bytes each took to reach a target accuracy. fedsim never draws anything
  * itself and never blocks on gnuplot except when a plot_proc is closed.
  *
@@ -78,6 +79,12 @@ int plot_metrics_to_target(const plot_metrics *m, double target, double *round, 
  * optimal_ltest_by_lval); -1 when the run has no validation accuracy, and for a base's copy
  * (its validation accuracy is not the base algorithm's). */
 int plot_metrics_best_val(const plot_metrics *m);
+
+/* The group of runs a run folder belongs to, those whose paths differ only in their seed: the path
+ * with the seed as *, a trailing -SEED (digits) as -* (runs/fedavg-*), or a sweep point's seed=N
+ * item (fedsim sweep --vary seed=1,2,3) as seed=* (sweep/seed=*,algorithm.lr=0.1). A folder with
+ * neither is a group of its own. `fedsim summary` and the overlays group runs by it. */
+void plot_seed_group(char *out, size_t n, const char *dir);
 
 /* Write s as a gnuplot single-quoted string literal that cannot end early or run anything. */
 void plot_put_str(FILE *f, const char *s);

@@ -82,7 +82,10 @@ static const char plot_usage[] =
         "--acc: the accuracy a run with both is judged by, global (its global model)\n"
         "[default] or personalized (the mean over clients); a run with one uses that one.\n"
         "By personalized accuracy, a run of a method that evaluates over another's\n"
-        "training (see fedsim summary --help) draws that method's curve too.\n";
+        "training (see fedsim summary --help) draws that method's curve too. Runs whose\n"
+        "folders differ only in their seed (a trailing -SEED, or a sweep's seed=N) are\n"
+        "one curve: their mean, in a band from the lowest to the highest run\n"
+        "(DIR/seed_bands.tsv).\n";
 
 const sim_command sim_cmd_plot = {
         .name = "plot",

@@ -11,45 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Whether s[0..n) is "seed=" and digits: the seed item of a sweep point's name. */
-static int is_seed_item(const char *s, size_t n)
-{
-    if (n <= 5 || strncmp(s, "seed=", 5)) return 0;
-    for (size_t i = 5; i < n; i++)
-        if (s[i] < '0' || s[i] > '9') return 0;
-    return 1;
-}
-
-/* The group a run folder belongs to: the runs whose paths differ only in their seed, named by
- * the path with the seed as *: a trailing -SEED (digits) as -* (runs/fedavg-*), or a sweep
- * point's seed=N item (fedsim sweep --vary seed=1,2,3) as seed=* (sweep/seed=*,algorithm.lr=0.1).
- * A folder with neither is a group of its own. */
-static void group_of(char *out, size_t n, const char *dir)
-{
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    const char *b = dir;
-    for (size_t i = 0; i < len; i++)
-        if (dir[i] == '/') b = dir + i + 1;
-    size_t bl = (size_t)(dir + len - b), e = bl;
-    while (e > 0 && b[e - 1] >= '0' && b[e - 1] <= '9')
-        e--;
-    int dashed = e > 0 && e < bl && b[e - 1] == '-';
-    size_t o = (size_t)snprintf(out, n, "%.*s", (int)(b - dir), dir);
-    if (dashed) {
-        snprintf(out + (o < n ? o : n), o < n ? n - o : 0, "%.*s*", (int)e, b);
-        return;
-    }
-    for (size_t i = 0, j; i < bl && o < n; i = j + 1) {
-        for (j = i; j < bl && b[j] != ',';)
-            j++;
-        int seed = is_seed_item(b + i, j - i);
-        o += (size_t)snprintf(out + o, n - o, "%s%.*s", i ? "," : "", seed ? 6 : (int)(j - i),
-                              seed ? "seed=*" : b + i);
-    }
-}
-
 /* Paths in natural order: where both have a number, the numbers are compared by value (so
  * rounds=5 < rounds=10 and lr=0.01 < lr=0.1), the rest byte by byte; equal values written
  * differently fall back to strcmp. */
@@ -153,7 +114,7 @@ static int cmd_summary(int argc, char **argv, rank_hooks *ranks)
     for (int i = 0; i < rows; i++) {
         char sfx[80] = "";
         if (m[i].is_base) snprintf(sfx, sizeof sfx, " [base %s]", m[i].base);
-        group_of(group[i], sizeof group[i], dirs[run[i]]);
+        plot_seed_group(group[i], sizeof group[i], dirs[run[i]]);
         size_t lg = strlen(group[i]);
         snprintf(group[i] + lg, sizeof group[i] - lg, "%s", sfx);
         snprintf(label[i], sizeof label[i], "%s%s", dirs[run[i]], sfx);
@@ -205,7 +166,7 @@ static int cmd_summary(int argc, char **argv, rank_hooks *ranks)
                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN, best, c1, c2, c3, c6,
                    m[r].n ? m[r].flops[m[r].n - 1] : 0.0, best_round, c4, c5);
         }
-        /* groups: runs whose folders differ only in their seed (group_of) */
+        /* groups: runs whose folders differ only in their seed (plot_seed_group) */
         printf("\n%-*s %5s %22s %22s %22s %26s\n", gw, "group", "runs", "final", "rounds (reached)",
                raw ? "time_s" : "time", "bytes");
         double *fin = sim_xcalloc((size_t)n, sizeof(double)), *rds = sim_xcalloc((size_t)n, 8),

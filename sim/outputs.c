@@ -200,10 +200,10 @@ void sim_eng_timeline_row(sim_engine *e, int32_t c, const char *phase, sim_time 
     if (!e->out[OUT_TIMELINE].f) return;
     /* seconds printed exactly from integer ns: a million-job run writes millions of these rows,
      * and integer formatting is several times cheaper than %.9f of a double */
-    sim_out_printf(&e->out[OUT_TIMELINE], "%d\t%d\t%s\t%lld.%09lld\t%lld.%09lld\t%s\n", c,
+    sim_out_printf(&e->out[OUT_TIMELINE], "%d\t%d\t%s\t%lld.%09lld\t%lld.%09lld\t%s\t%s\n", c,
                    e->c[c].job_round, phase, (long long)(start / SIM_SEC),
                    (long long)(start % SIM_SEC), (long long)(e->now / SIM_SEC),
-                   (long long)(e->now % SIM_SEC), outcome);
+                   (long long)(e->now % SIM_SEC), outcome, e->spec.devices[c].name);
 }
 
 /* Flush what observers read, then let them look (engine.h: on_tick). A failed flush is kept in
@@ -293,7 +293,8 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
                        "# fedsim run %s: one row per job phase that ended (ok, lost, or "
                        "late: uploaded after its round closed)\n",
                        e->spec.name);
-        sim_out_printf(&e->out[OUT_TIMELINE], "client\tround\tphase\tstart_s\tend_s\toutcome\n");
+        sim_out_printf(&e->out[OUT_TIMELINE],
+                       "client\tround\tphase\tstart_s\tend_s\toutcome\tdevice\n");
     }
     if (e->out[OUT_CLIENTS].f)
         sim_out_printf(&e->out[OUT_CLIENTS],

@@ -1,0 +1,314 @@
+/* tests/test_plot_figs.c -- what the figures show, read from the gnuplot script a recording
+ * gnuplot (a wrapper on PATH that keeps a copy of its input) was sent and from the data files
+ * fedsim writes beside the plots (issue 39):
+ *   - timeline.tsv names each job's device, the one clients.tsv gives its client; the timeline's
+ *     key stands right of the plot (where no number of entries reaches the x axis's label); a
+ *     dotted line marks each round of the window where its first job started; each device class
+ *     gets a strip colour and a key entry; lost and late marks appear exactly when the window
+ *     has such jobs;
+ *   - an overlay says which accuracy it plots: the y axis when every curve is the same kind, each
+ *     legend when they differ;
+ *   - runs that differ only in their seed are drawn as a mean with a band: seed_bands.tsv holds,
+ *     per group and axis, the mean, lowest and highest accuracy of the group's runs, which this
+ *     test recomputes from their metrics.tsv (each run's curve linear between its evaluations),
+ *     only where every run has a curve.
+ */
+#include "tests/check.h"
+#include "tests/files.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static const char *bin;
+static char gp_log[128]; /* what the recording gnuplot was sent */
+static char path_env[256];
+
+static int sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A gnuplot on PATH that appends its input to gp_log, then hands it to the real one. */
+static int make_recorder(void)
+{
+    const char *path = getenv("PATH");
+    char real[1024] = "";
+    for (const char *p = path ? path : ""; *p && !real[0];) {
+        size_t n = strcspn(p, ":");
+        char c[1024];
+        snprintf(c, sizeof c, "%.*s/gnuplot", (int)n, p);
+        if (n && !access(c, X_OK)) snprintf(real, sizeof real, "%s", c);
+        p += n + (p[n] == ':');
+    }
+    if (!real[0]) return -1;
+    char d[128], script[256];
+    snprintf(d, sizeof d, "%s/gp", dir);
+    mkdir(d, 0777);
+    snprintf(gp_log, sizeof gp_log, "%s/gp.log", dir);
+    snprintf(script, sizeof script, "%s/gnuplot", d);
+    FILE *f = fopen(script, "w");
+    if (!f) return -1;
+    fprintf(f, "#!/bin/sh\ntee -a '%s' | exec '%s' \"$@\"\n", gp_log, real);
+    if (fclose(f) || chmod(script, 0755)) return -1;
+    snprintf(path_env, sizeof path_env, "PATH='%s':\"$PATH\"", d);
+    return 0;
+}
+
+/* The recorded script from the figure whose output file ends in name (".../timeline.png") to its
+ * "unset output" (a fresh string), or NULL. */
+static char *figure(const char *name)
+{
+    size_t len;
+    char *log = test_slurp(gp_log, &len), *out = NULL;
+    char key[128];
+    snprintf(key, sizeof key, "/%s'\n", name);
+    char *at = log ? strstr(log, key) : NULL, *next;
+    while (at && (next = strstr(at + 1, key))) /* the last drawing of it */
+        at = next;
+    if (at) {
+        char *end = strstr(at, "unset output");
+        size_t n = end ? (size_t)(end - at) : strlen(at);
+        out = malloc(n + 1);
+        memcpy(out, at, n);
+        out[n] = 0;
+    }
+    free(log);
+    return out;
+}
+
+/* A TSV file's data rows as fields: rows[i][j] point into *text (freed by the caller). */
+enum { MAX_ROWS = 4096, MAX_FIELDS = 16 };
+static int read_tsv(const char *path, char **text, char *rows[][MAX_FIELDS], int *nf)
+{
+    size_t len;
+    *text = test_slurp(path, &len);
+    int n = 0, header = 0;
+    for (char *l = *text, *e; l && *l && n < MAX_ROWS; l = e + 1) {
+        e = strchr(l, '\n');
+        if (!e) break;
+        *e = 0;
+        if (*l == '#' || !*l) continue;
+        if (!header++) continue;
+        int k = 0;
+        for (char *p = l; p && k < MAX_FIELDS; k++) {
+            rows[n][k] = p;
+            p = strchr(p, '\t');
+            if (p) *p++ = 0;
+        }
+        nf[n++] = k;
+    }
+    return n;
+}
+
+static void test_timeline(void)
+{
+    char cmd[4096], p[256];
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml -q --plots none --out %s/tl --set rounds=8 "
+             "--set 'devices.profiles.slow.availability={kind: markov, mean_on: 2 s, mean_off: "
+             "2 s}' --set 'federation.deadline=500 ms' --set federation.over_commit=1.5 "
+             "--set federation.per_round=3 >/dev/null 2>&1 && %s %s plot %s/tl --plot-window 8 "
+             "--out %s/tlp "
+             ">/dev/null",
+             bin, dir, path_env, bin, dir, dir);
+    CHECK(sh(cmd) == 0);
+    static char *rows[MAX_ROWS][MAX_FIELDS], *crows[MAX_ROWS][MAX_FIELDS];
+    static int nf[MAX_ROWS], cnf[MAX_ROWS];
+    char *tt, *ct;
+    snprintf(p, sizeof p, "%s/tl/timeline.tsv", dir);
+    int n = read_tsv(p, &tt, rows, nf);
+    snprintf(p, sizeof p, "%s/tl/clients.tsv", dir);
+    int nc = read_tsv(p, &ct, crows, cnf);
+    CHECK_MSG(n > 50 && nc == 8, "%d timeline rows, %d clients", n, nc);
+    /* every row names its client's device */
+    int same = 1, lost = 0, late = 0, rmax = -1;
+    for (int i = 0; i < n; i++) {
+        int c = atoi(rows[i][0]);
+        same &= nf[i] == 7 && c >= 0 && c < nc && !strcmp(rows[i][6], crows[c][1]);
+        if (atoi(rows[i][1]) > rmax) rmax = atoi(rows[i][1]);
+    }
+    CHECK_MSG(same, "timeline.tsv's device column is clients.tsv's device of the row's client");
+    char *fig = figure("timeline.png");
+    CHECK_MSG(fig != NULL, "the timeline was drawn");
+    if (!fig) fig = calloc(1, 1);
+    CHECK_MSG(strstr(fig, "set key outside right") && !strstr(fig, "set key at screen"),
+              "the timeline's key stands right of the plot");
+    /* a line where each round of the window (all 8) began: its first job's start */
+    int rmin = rmax - 7;
+    double div = NAN;
+    const char *dv = strstr(fig, "fedsim_div = ");
+    if (dv) div = atof(dv + strlen("fedsim_div = "));
+    int lines = 0;
+    for (const char *a = strstr(fig, "set arrow from "); a; a = strstr(a + 1, "set arrow from "))
+        lines++;
+    CHECK_MSG(lines == 8, "%d round lines for rounds %d-%d", lines, rmin, rmax);
+    for (int r = rmin; r <= rmax; r++) {
+        double first = INFINITY;
+        for (int i = 0; i < n; i++)
+            if (atoi(rows[i][1]) == r && atof(rows[i][3]) < first) first = atof(rows[i][3]);
+        int found = 0;
+        for (const char *a = strstr(fig, "set arrow from "); a;
+             a = strstr(a + 1, "set arrow from "))
+            found |= fabs(atof(a + strlen("set arrow from ")) * div - first) < 1e-9;
+        CHECK_MSG(found, "a line where round %d began, at %.9f s", r, first);
+        for (int i = 0; i < n; i++) {
+            lost += atoi(rows[i][1]) == r && !strcmp(rows[i][5], "lost");
+            late += atoi(rows[i][1]) == r && !strcmp(rows[i][5], "late");
+        }
+    }
+    /* a strip colour and key entry per device class */
+    const char *const cls[] = {"fast", "slow"};
+    for (int k = 0; k < 2; k++) {
+        char var[64], title[64];
+        snprintf(var, sizeof var, "fedsim_d%d = '%s'", k, cls[k]);
+        snprintf(title, sizeof title, "fedsim_t%d = 'device %s'", k, cls[k]);
+        CHECK_MSG(strstr(fig, var) && strstr(fig, title) &&
+                          strstr(fig, k ? "fedsim_cls(fedsim_d1)" : "fedsim_cls(fedsim_d0)"),
+                  "device class %s has its strip", cls[k]);
+    }
+    CHECK_MSG(!strstr(fig, "fedsim_d2"), "two classes, two strips");
+    CHECK_MSG(lost > 0 && late > 0, "the window has lost (%d) and late (%d) jobs", lost, late);
+    CHECK_MSG(!strstr(fig, "'lost (went offline)'") == !lost, "lost marked as the window has");
+    CHECK_MSG(!strstr(fig, "'late (after its round closed)'") == !late,
+              "late marked as the window has");
+    free(fig);
+    free(tt);
+    free(ct);
+}
+
+/* Run d's accuracy curve against time (axis 0) or bytes (1): n points (x ascending). */
+static int curve(const char *d, int axis, double *x, double *y, int cap)
+{
+    static char *rows[MAX_ROWS][MAX_FIELDS];
+    static int nf[MAX_ROWS];
+    char p[512], *t;
+    snprintf(p, sizeof p, "%s/metrics.tsv", d);
+    int n = read_tsv(p, &t, rows, nf), k = 0;
+    /* columns: round sim_time_s bytes_up bytes_down client_flops acc_global ... */
+    for (int i = 0; i < n && k < cap; i++) {
+        if (isnan(atof(rows[i][5]))) continue;
+        x[k] = axis ? atof(rows[i][2]) + atof(rows[i][3]) : atof(rows[i][1]);
+        y[k++] = atof(rows[i][5]);
+    }
+    free(t);
+    return k;
+}
+
+static double at(const double *x, const double *y, int n, double v)
+{
+    for (int i = 0; i < n; i++) {
+        if (x[i] == v) return y[i];
+        if (x[i] > v)
+            return i ? y[i - 1] + (y[i] - y[i - 1]) * (v - x[i - 1]) / (x[i] - x[i - 1]) : NAN;
+    }
+    return NAN;
+}
+
+static void test_seed_bands(void)
+{
+    char cmd[4096], p[256];
+    snprintf(cmd, sizeof cmd,
+             "%s %s sweep scenarios/tiny.yaml --vary seed=1,2,3 --vary algorithm.lr=0.02,0.05 "
+             "--set rounds=6 --set 'federation.deadline=500 ms' -q --out %s/sd >/dev/null 2>&1",
+             path_env, bin, dir);
+    CHECK(sh(cmd) == 0);
+    static char *rows[MAX_ROWS][MAX_FIELDS];
+    static int nf[MAX_ROWS];
+    /* the blocks: group lr=0.02 time, bytes; lr=0.05 time, bytes (the legend's order) */
+    snprintf(p, sizeof p, "%s/sd/seed_bands.tsv", dir);
+    size_t len;
+    char *text = test_slurp(p, &len);
+    CHECK_MSG(text != NULL, "%s written", p);
+    int block = 0, checked = 0, bad = 0;
+    const char *lr[] = {"0.02", "0.05"};
+    for (char *l = text, *e; l && *l; l = e + 1) {
+        e = strchr(l, '\n');
+        if (!e) break;
+        if (*l == '#' || *l == 'x') continue;
+        if (*l == '\n') { /* a block ends with two blank lines */
+            block++;
+            e++;
+            continue;
+        }
+        double x, mean, lo, hi;
+        if (sscanf(l, "%lf\t%lf\t%lf\t%lf", &x, &mean, &lo, &hi) != 4) {
+            bad++;
+            continue;
+        }
+        int g = block / 2, axis = block % 2;
+        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        int all = g < 2;
+        for (int s = 1; s <= 3 && all; s++) {
+            static double cx[256], cy[256];
+            char d[256];
+            snprintf(d, sizeof d, "%s/sd/seed=%d,algorithm.lr=%s", dir, s, lr[g]);
+            int k = curve(d, axis, cx, cy, 256);
+            double a = at(cx, cy, k, x);
+            all = !isnan(a);
+            sum += a, mn = fmin(mn, a), mx = fmax(mx, a);
+        }
+        int ok = all && fabs(mean - sum / 3) < 2e-9 && fabs(lo - mn) < 2e-9 && fabs(hi - mx) < 2e-9;
+        if (!ok && !bad)
+            printf("block %d x %g: mean %g lo %g hi %g; recomputed %g %g %g (all %d)\n", block, x,
+                   mean, lo, hi, sum / 3, mn, mx, all);
+        bad += !ok;
+        checked++;
+    }
+    CHECK_MSG(block == 4 && checked > 20 && !bad,
+              "seed_bands.tsv: %d blocks, %d points, %d differ from the runs' curves", block,
+              checked, bad);
+    free(text);
+    (void)rows, (void)nf;
+    char *fig = figure("acc_time.png");
+    CHECK_MSG(fig && strstr(fig, "'algorithm.lr=0.02: mean of 3 seeds'") &&
+                      strstr(fig, "'algorithm.lr=0.05: mean of 3 seeds'") &&
+                      strstr(fig, "with filledcurves") &&
+                      strstr(fig, "set ylabel 'accuracy: global model on the test set'"),
+              "the overlay draws each group as its mean in a band, and says which accuracy");
+    free(fig);
+}
+
+/* Curves of different kinds say which each is: a local-training run (personalized only) beside
+ * a FedAvg run (judged by its global model). */
+static void test_mixed_kinds(void)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml -q --plots none --out %s/loc --set algorithm.name=local "
+             ">/dev/null && %s run scenarios/tiny.yaml -q --plots none --out %s/avg "
+             "--set name=avg >/dev/null && %s %s plot %s/loc %s/avg --out %s/mix >/dev/null",
+             bin, dir, bin, dir, path_env, bin, dir, dir, dir);
+    CHECK(sh(cmd) == 0);
+    char *fig = figure("mix/acc_time.png");
+    CHECK_MSG(fig && strstr(fig, "fedsim_n0 = 'tiny (personalized mean)'") &&
+                      strstr(fig, "fedsim_n1 = 'avg (global model)'") &&
+                      strstr(fig, "set ylabel 'accuracy (fraction correct)'"),
+              "each legend says which accuracy its curve is");
+    free(fig);
+}
+
+int main(void)
+{
+    bin = getenv("FEDSIM_BIN");
+    if (!bin) bin = "build/test/fedsim";
+    snprintf(dir, sizeof dir, "/tmp/fpf-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    if (make_recorder()) {
+        printf("no gnuplot on PATH\n");
+        CHECK(0);
+        return CHECK_DONE();
+    }
+    test_timeline();
+    test_seed_bands();
+    test_mixed_kinds();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (!check_failed && system(cmd)) printf("could not remove %s\n", dir);
+    return CHECK_DONE();
+}
