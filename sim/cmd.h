@@ -77,6 +77,7 @@ typedef struct run_opts {
     double job_timeout;        /* wall seconds per worker job, 0 = none (cannot change results) */
     int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
     int strict;                /* check, run: warnings are errors (exit 2) */
+    int rank_worker;           /* an MPI worker rank: leaves what the run says to rank 0 */
     unsigned long long seed;
     plot_opts plots;
     rank_hooks *ranks; /* MPI worker ranks, or NULL */
@@ -90,7 +91,7 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what);
 /* The options of `resume RUN_DIR`: RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
 int sim_cli_parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100]);
 /* Load o's scenario with --seed and --cost-only folded in as --set overrides; its note (keys
- * its federation mode leaves unused) goes to stderr. */
+ * its federation mode leaves unused) goes to stderr, but for a worker rank's (o->rank_worker). */
 int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err);
 /* One run of o->scenario into its folder, left in out (see cmd_run.c); loaded: the scenario
  * already loaded from o (taken over), or NULL. Returns the exit status. */

@@ -66,6 +66,7 @@ static int serve_rank(int argc, char **argv)
                      ? sim_cli_parse_resume(&o, argc - 2, argv + 2, dir, scenario)
                      : sim_cli_parse_run(&o, argc - 2, argv + 2, OPTS_RUN);
     if (rc) return rc; /* the coordinator parses the same options and fails the same way */
+    o.rank_worker = 1;
     sim_err err = {0};
     sim_scenario sc;
     uint64_t text = 0, env = 0;

@@ -125,7 +125,7 @@ int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err)
     }
     if (o->cost_only) sets[n++] = "cost_only=true";
     int rc = sim_scenario_load(sc, o->scenario, sets, n, err);
-    if (!rc && sc->note[0]) fprintf(stderr, "fedsim: note: %s\n", sc->note);
+    if (!rc && sc->note[0] && !o->rank_worker) fprintf(stderr, "fedsim: note: %s\n", sc->note);
     return rc;
 }
 

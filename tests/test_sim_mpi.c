@@ -114,6 +114,18 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "f2", "fm", 1), "fmnist: MPI ranks match --workers 2");
     CHECK_MSG(!test_same_outputs(dir, "t0", "f0", 0), "the comparison can fail");
     CHECK_MSG(!err_holds("tm", "another build", 0), "one build: no warning");
+    /* the note of keys the other federation mode leaves unused comes from rank 0 alone */
+    CHECK(run("", "ta", "scenarios/tiny.yaml --set federation.mode=async", -1, "") == 0);
+    char np[200];
+    size_t nlen;
+    snprintf(np, sizeof np, "%s/ta.err", dir);
+    char *notes = test_slurp(np, &nlen);
+    int n_notes = 0;
+    for (const char *at = notes; at && (at = strstr(at, "fedsim: note:")); at++)
+        n_notes++;
+    CHECK_MSG(n_notes == 1, "one mode-switch note under mpirun -np 3, not %d:\n%s", n_notes,
+              notes ? notes : "");
+    free(notes);
 
     /* worker ranks on another build (the same code, one byte appended to the program file) are
      * named, once for both, and the run goes on */
