@@ -754,36 +754,60 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
     size_t len = 0;
     FILE *t = NULL;
     snprintf(path, sizeof path, "%s/to_target.tsv", out_dir);
-    if (!rc && !(t = open_memstream(&text, &len)))
+    plot_bands bands = {0};
+    char bpath[1200];
+    if (!rc && any) rc = write_bands(out_dir, m, run, n, dirs, &bands, bpath, sizeof bpath, err);
+    if (!rc && any && !(t = open_memstream(&text, &len)))
         rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
     unsigned figs = 0;
     double tmax = 0, bmax = 0;
-    int reached_any = 0;
+    int reached_any = 0, bars = 0;
+    size_t longest = 0; /* the longest bar name */
     FILE *f = p->in;
     if (!rc && any) {
-        /* time and bytes to the target accuracy: bars, and "not reached" where a run never did */
+        /* time and bytes to the target accuracy: a bar per run, or per group of seeds (the mean
+         * of the runs that reached it, whiskers from the lowest to the highest), and "not
+         * reached" where none did */
         fprintf(t,
-                "# fedsim: simulated time and bytes (up + down) each run took to reach accuracy "
-                "%g\nrun\tname\treached\ttime_s\tbytes\tfinal_acc\n",
+                "# fedsim: simulated time and bytes (up + down) each run, or group of runs that "
+                "differ only in their seed, took to reach accuracy %g (a group: the mean, lowest "
+                "and highest of its runs that reached it; final_acc: the mean of all)\n"
+                "bar\tname\treached\truns\ttime_s\ttime_min\ttime_max\tbytes\tbytes_min\t"
+                "bytes_max\tfinal_acc\n",
                 o->target);
         for (int r = 0; r < n; r++) {
-            double ts, bs;
-            int ok = plot_metrics_to_target(&m[r], o->target, NULL, &ts, &bs);
-            reached_any |= ok;
-            if (ok && ts > tmax) tmax = ts;
-            if (ok && bs > bmax) bmax = bs;
-            fprintf(t, "%d\t", r);
-            put_field(t, nv[2 * r]);
-            fprintf(t, "\t%d\t%.9f\t%.0f\t%.6f\n", ok, ok ? ts : 0.0, ok ? bs : 0.0,
-                    m[r].n ? plot_metrics_acc(&m[r], m[r].n - 1) : NAN);
+            int g = bands.group[r], first = 1, runs = 0, hit = 0;
+            for (int q = 0; q < r; q++)
+                first &= bands.group[q] != g;
+            if (!first) continue;
+            double ts, bs, st = 0, sb = 0, acc = 0, t0 = INFINITY, t1 = 0, b0 = INFINITY, b1 = 0;
+            for (int q = r; q < n; q++) {
+                if (bands.group[q] != g) continue;
+                runs++;
+                acc += m[q].n ? plot_metrics_acc(&m[q], m[q].n - 1) : NAN;
+                if (!plot_metrics_to_target(&m[q], o->target, NULL, &ts, &bs)) continue;
+                hit++, st += ts, sb += bs;
+                t0 = fmin(t0, ts), t1 = fmax(t1, ts), b0 = fmin(b0, bs), b1 = fmax(b1, bs);
+            }
+            reached_any |= hit > 0;
+            if (hit && t1 > tmax) tmax = t1;
+            if (hit && b1 > bmax) bmax = b1;
+            char name[600];
+            if (runs > 1)
+                plot_seed_label(name, sizeof name, nv[2 * r], runs);
+            else
+                snprintf(name, sizeof name, "%s", nv[2 * r]);
+            if (strlen(name) > longest) longest = strlen(name);
+            fprintf(t, "%d\t", bars++);
+            put_field(t, name);
+            if (!hit) t0 = t1 = b0 = b1 = 0;
+            fprintf(t, "\t%d\t%d\t%.9f\t%.9f\t%.9f\t%.0f\t%.0f\t%.0f\t%.6f\n", hit, runs,
+                    hit ? st / hit : 0.0, t0, t1, hit ? sb / hit : 0.0, b0, b1, acc / runs);
         }
         if (fclose(t)) rc = sim_fail(err, SIM_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
         t = NULL;
         if (!rc) rc = sim_write_file(path, text, len, err);
     }
-    plot_bands bands = {0};
-    char bpath[1200];
-    if (!rc && any) rc = write_bands(out_dir, m, run, n, dirs, &bands, bpath, sizeof bpath, err);
     if (!rc && any) {
         figs = PLOT_FIG_ACC_TIME | PLOT_FIG_ACC_BYTES | PLOT_FIG_TO_TARGET;
         acc_figure(f, o, out_dir, 0, m, n, nv, &bands, "accuracy vs simulated time");
@@ -794,10 +818,7 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
         plot_bytes_unit(bmax, &bd, &bu);
         char title[128];
         snprintf(title, sizeof title, "time and bytes to reach accuracy %g", o->target);
-        /* the run names stand vertically under their bars: room for the longest */
-        size_t longest = 0;
-        for (int r = 0; r < n; r++)
-            if (strlen(nv[2 * r]) > longest) longest = strlen(nv[2 * r]);
+        /* the bar names stand vertically under their bars: room for the longest */
         int bmargin = 3 + (int)(0.42 * (double)(longest < 45 ? longest : 45));
         plot_begin(f, o, out_dir, "to_target", "");
         plot_put_var(f, "fedsim_f", path);
@@ -807,18 +828,24 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
                 "set xrange [-0.6:%d.4]\nset yrange [0:%s]\nset grid noxtics\n"
                 "set xtics rotate by 90 right\nset bmargin %d\n"
                 "set multiplot layout 1,2 title fedsim_mt\n",
-                n - 1, reached_any ? "*" : "1", bmargin);
-        static const char *const what[2][2] = {{"time_s", "simulated time to target"},
+                bars - 1, reached_any ? "*" : "1", bmargin);
+        static const char *const what[2][2] = {{"time", "simulated time to target"},
                                                {"bytes", "bytes to target, up+down"}};
         for (int k = 0; k < 2; k++) {
+            const char *w = what[k][0], *col = k ? "bytes" : "time_s";
+            double d = k ? bd : td;
             fprintf(f,
                     "set ylabel '%s (%s)'\n"
                     "plot fedsim_f using 0:(column('%s')/%.17g):xtic(2) with boxes "
                     "lc rgb '%s', \\\n"
-                    "  fedsim_f using 0:(0):(column('reached') > 0 ? '' : 'not reached') with "
-                    "labels "
-                    "rotate left offset 0,0.5 tc rgb '#d62728'\n",
-                    what[k][1], k ? bu : tu, what[k][0], k ? bd : td, k ? "#59a14f" : "#4e79a7");
+                    "  fedsim_f using 0:(column('runs') > 1 && column('reached') > 0 ? "
+                    "column('%s')/%.17g : NaN):(column('%s_min')/%.17g):(column('%s_max')/%.17g) "
+                    "with yerrorbars pt 0 lw 1.5 lc rgb '#333333', \\\n"
+                    "  fedsim_f using 0:(0):(column('reached') == 0 ? 'not reached' : "
+                    "column('reached') < column('runs') ? sprintf('%%d of %%d reached', "
+                    "column('reached'), column('runs')) : '') with labels rotate left offset 0,0.5 "
+                    "tc rgb '#d62728'\n",
+                    what[k][1], k ? bu : tu, col, d, k ? "#59a14f" : "#4e79a7", col, d, w, d, w, d);
         }
         fputs("unset multiplot\n", f);
         plot_end(f);

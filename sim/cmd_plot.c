@@ -84,8 +84,8 @@ static const char plot_usage[] =
         "By personalized accuracy, a run of a method that evaluates over another's\n"
         "training (see fedsim summary --help) draws that method's curve too. Runs whose\n"
         "folders differ only in their seed (a trailing -SEED, or a sweep's seed=N) are\n"
-        "one curve: their mean, in a band from the lowest to the highest run\n"
-        "(DIR/seed_bands.tsv).\n";
+        "one curve, their mean in a band from the lowest to the highest run\n"
+        "(DIR/seed_bands.tsv), and one bar, the mean of those that reached ACC.\n";
 
 const sim_command sim_cmd_plot = {
         .name = "plot",

@@ -265,6 +265,64 @@ static void test_seed_bands(void)
               checked, bad);
     free(text);
     (void)rows, (void)nf;
+    /* the bars: a group's mean time and bytes to the target over its runs that reached it, the
+     * lowest and highest as whiskers; the target is the middle of one group's three best
+     * accuracies (the first group whose three differ), so that not every run of it reaches it */
+    double target = NAN;
+    int split = -1;
+    for (int g = 0; g < 2 && split < 0; g++) {
+        double best[3];
+        for (int s = 0; s < 3; s++) {
+            static double cx[256], cy[256];
+            char d[256];
+            snprintf(d, sizeof d, "%s/sd/seed=%d,algorithm.lr=%s", dir, s + 1, lr[g]);
+            int k = curve(d, 0, cx, cy, 256);
+            best[s] = 0;
+            for (int i = 0; i < k; i++)
+                best[s] = fmax(best[s], cy[i]);
+        }
+        if (best[0] == best[1] || best[1] == best[2] || best[0] == best[2]) continue;
+        split = g;
+        target = fmax(fmin(best[0], best[1]), fmin(fmax(best[0], best[1]), best[2]));
+    }
+    CHECK_MSG(split >= 0, "a group whose runs' best accuracies differ (else the test needs another "
+                          "scenario)");
+    snprintf(cmd, sizeof cmd, "%s %s plot %s/sd/seed=* --target %.9f --out %s/sdp >/dev/null",
+             path_env, bin, dir, target, dir);
+    CHECK(sh(cmd) == 0);
+    char *tt;
+    snprintf(p, sizeof p, "%s/sdp/to_target.tsv", dir);
+    int nb = read_tsv(p, &tt, rows, nf), good = nb == 2;
+    for (int g = 0; g < 2 && good; g++) {
+        double v[2][3] = {{0, INFINITY, -INFINITY}, {0, INFINITY, -INFINITY}}; /* mean min max */
+        int hit = 0;
+        for (int s = 1; s <= 3; s++) {
+            static double cx[256], cy[256], bx[256], by[256];
+            char d[256];
+            snprintf(d, sizeof d, "%s/sd/seed=%d,algorithm.lr=%s", dir, s, lr[g]);
+            int k = curve(d, 0, cx, cy, 256);
+            curve(d, 1, bx, by, 256);
+            for (int i = 0; i < k; i++)
+                if (cy[i] >= target) {
+                    double x[2] = {cx[i], bx[i]};
+                    for (int a = 0; a < 2; a++)
+                        v[a][0] += x[a], v[a][1] = fmin(v[a][1], x[a]),
+                                         v[a][2] = fmax(v[a][2], x[a]);
+                    hit++;
+                    break;
+                }
+        }
+        good = nf[g] == 11 && atoi(rows[g][2]) == hit && atoi(rows[g][3]) == 3 &&
+               (g != split || (hit >= 1 && hit < 3)); /* some of its runs reach it, not all */
+        for (int a = 0; a < 2 && good && hit; a++)
+            for (int j = 0; j < 3; j++) {
+                double want = j ? v[a][j] : v[a][0] / hit, got = atof(rows[g][4 + 3 * a + j]);
+                good &= fabs(got - want) <= (a ? 0.5 : 1e-9);
+            }
+        if (!good) printf("to_target.tsv bar %d differs from its runs (%d reached)\n", g, hit);
+    }
+    CHECK_MSG(good, "to_target.tsv: a bar per group of seeds, its mean, lowest and highest");
+    free(tt);
     char *fig = figure("acc_time.png");
     CHECK_MSG(fig && strstr(fig, "'algorithm.lr=0.02: mean of 3 seeds'") &&
                       strstr(fig, "'algorithm.lr=0.05: mean of 3 seeds'") &&
