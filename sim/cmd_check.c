@@ -71,6 +71,9 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
         printf("# capacity r_i: %.3g … %.3g, mean %.3g; models trained %.3g … %.3g wide, mean "
                "%.3g (a sparse one counts as √density wide)\n",
                rlo, rhi, rsum / n, wlo, whi, wsum / n);
+    const sim_sel_policy *sel = sc.spec.fed.selection;
+    if (sel) /* named in the scenario (none: uniform, and check says nothing, as before) */
+        printf("# selection %s: %s\n", sel->name, sel->doc);
     int warned = sim_cli_warnings(&sc, &pr, stdout, "# warning: ");
     /* Each device's row prices the average client's job as the algorithm prices its first
      * client on that device in round 1, the training scaled to the average client's samples. */

@@ -181,8 +181,15 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     /* the warnings before anything is written: under --strict nothing is */
     sim_cli_prices pr;
     int sync_deadline = sc->spec.fed.mode == SIM_SYNC && sc->spec.fed.deadline > 0;
-    int rc = sim_cli_prices_init(&pr, sc, sync_deadline, &err);
+    const sim_sel_policy *sel = sc->spec.fed.selection;
+    int predict = sel && (sel->flags & SIM_SEL_PREDICTED); /* the policy reads predicted jobs */
+    int rc = sim_cli_prices_init(&pr, sc, sync_deadline || predict, &err);
     int warned = rc ? 0 : sim_cli_warnings(sc, &pr, stderr, "fedsim: warning: ");
+    if (!rc && predict) {
+        sc->predicted_s = sim_xmalloc(sizeof(double) * (size_t)sc->spec.n_clients);
+        sim_cli_predict_jobs(&pr, sc, sc->predicted_s);
+        sc->spec.predicted_s = sc->predicted_s;
+    }
     sim_cli_prices_destroy(&pr);
     if (rc || (warned && o->strict)) {
         sim_scenario_destroy(sc);

@@ -139,6 +139,15 @@ static void price_client(const sim_cli_prices *p, const sim_scenario *sc, int c,
     sim_cli_price_job(p, p->of[c], &sc->devices[c], job.flops, job.bytes, (double)steps, ph);
 }
 
+void sim_cli_predict_jobs(const sim_cli_prices *p, const sim_scenario *sc, double *out_s)
+{
+    for (int c = 0; c < sc->part.n_clients; c++) {
+        dev_phases ph;
+        price_client(p, sc, c, &ph);
+        out_s[c] = ph.up_end == DEV_TIME_NEVER ? INFINITY : 1e-9 * (double)ph.up_end;
+    }
+}
+
 /* Whether client c's device is offline from 0 until the run's horizon (max_time, or for ever). */
 static int never_online(const sim_scenario *sc, int c)
 {

@@ -119,6 +119,8 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
         sim_eng_schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
     cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
+    cl->job_loss = r->loss;
+    cl->job_steps = r->steps;
     return SIM_OK;
 }
 
@@ -179,25 +181,75 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
     return rc;
 }
 
-/* Uniformly at random: a partial Fisher-Yates over a persistent permutation (any starting order
- * gives a uniform sample). The sample is dispatched in client-id order, so a round's event order
- * does not depend on the sample's order. */
+/* 1 when client c can take a job now: its device holds the model, it is idle and online */
+static int eligible(void *ctx, int32_t c)
+{
+    sim_engine *e = ctx;
+    sim_client *cl = &e->c[c];
+    return !cl->excluded && !cl->busy && online(e, c, e->now);
+}
+
+/* What a real server knows of client c: its samples and declared device, the job time that
+ * profile predicts, and what its jobs reported once they arrived; never the job in flight's
+ * result (job_loss), which the engine knows from dispatch on. */
+void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out)
+{
+    const sim_engine *e = ctx;
+    const sim_client *cl = &e->c[c];
+    *out = (sim_sel_client){
+            .samples = e->spec.env.part->n[c],
+            .device = &e->spec.devices[c],
+            .predicted_s = e->spec.predicted_s ? e->spec.predicted_s[c] : NAN,
+            .loss = cl->seen_loss,
+            .duration_s = cl->seen_duration_s,
+            .steps = cl->seen_steps,
+            .last_round = cl->last_selected,
+            .jobs = cl->jobs,
+            .arrived = cl->arrived,
+            .lost = cl->lost,
+    };
+}
+
+static sim_sel_view sel_view(sim_engine *e)
+{
+    return (sim_sel_view){.now = e->now,
+                          .round = e->round,
+                          .n = e->n,
+                          .deadline = e->spec.fed.mode == SIM_SYNC ? e->spec.fed.deadline : 0,
+                          .client = sim_eng_sel_client,
+                          .eligible = eligible,
+                          .ctx = e};
+}
+
+/* Tell the policy what the server learned of client c (SIM_SEL_*). */
+static void sel_observe(sim_engine *e, int what, int32_t c)
+{
+    if (!e->sel->observe) return;
+    sim_sel_view v = sel_view(e);
+    e->sel->observe(e->sel_state, e->sel_cfg, &v, what, c);
+}
+
+/* The policy picks from the clients that can take a job now (uniform tests them one at a time
+ * as it draws; the others get the list), from its own stream. Each pick is dispatched at once,
+ * in client-id order, so a round's event order does not depend on the sample's. */
 int sim_eng_select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_index)
 {
     sim_rng r;
-    sim_rng_seed(&r, e->spec.seed, SIM_RNG_SELECT, stream_index);
-    int got = 0;
-    for (int i = 0; i < e->n && got < k; i++) {
-        uint32_t j = (uint32_t)(i + (int)sim_rng_below(&r, (uint64_t)(e->n - i)));
-        uint32_t t = e->perm[i];
-        e->perm[i] = e->perm[j];
-        e->perm[j] = t;
-        int32_t c = (int32_t)e->perm[i];
-        sim_client *cl = &e->c[c];
-        if (cl->excluded || cl->busy || !online(e, c, e->now)) continue;
-        out[got++] = c;
+    sim_rng_seed(&r, e->spec.seed, e->sel->purpose, stream_index);
+    sim_sel_view v = sel_view(e);
+    int32_t *cand = NULL;
+    if (e->sel != &sim_sel_uniform) {
+        cand = sim_xmalloc(sizeof(int32_t) * (size_t)(e->n > 0 ? e->n : 1));
+        for (int32_t c = 0; c < e->n; c++)
+            if (eligible(e, c)) cand[v.n_cand++] = c;
+        v.cand = cand;
     }
-    sim_eng_sort_ids(out, got);
+    int got = k > 0 ? e->sel->pick(e->sel_state, e->sel_cfg, &v, k, out, &r) : 0;
+    free(cand);
+    for (int i = 0; i < got; i++) {
+        e->c[out[i]].last_selected = e->round;
+        sel_observe(e, SIM_SEL_SELECTED, out[i]);
+    }
     return got;
 }
 
@@ -295,6 +347,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         free(cl->pending_priv);
         cl->pending_priv = NULL;
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
+        sel_observe(e, SIM_SEL_LOST, ev->who);
         sim_eng_timeline_row(e, ev->who,
                              e->now < cl->job_down_end    ? "download"
                              : e->now < cl->job_train_end ? "train"
@@ -317,6 +370,11 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
 arrived:
     cl->busy = 0;
     cl->arrived++;
+    /* the server now has the job's report, on time or late */
+    cl->seen_loss = cl->job_loss;
+    cl->seen_steps = cl->job_steps;
+    cl->seen_duration_s = 1e-9 * (double)(e->now - cl->job_start);
+    sel_observe(e, SIM_SEL_ARRIVED, ev->who);
     return f->mode == SIM_ASYNC ? sim_async_arrival(e, ev->who, err)
                                 : sim_sync_arrival(e, ev->who, err);
 }
@@ -396,7 +454,9 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     e->spec = *spec;
     e->n = spec->n_clients;
     e->c = sim_xcalloc((size_t)e->n, sizeof *e->c);
-    e->perm = sim_xmalloc(sizeof(uint32_t) * (size_t)e->n);
+    e->sel = spec->fed.selection ? spec->fed.selection : &sim_sel_uniform;
+    e->sel_cfg = spec->fed.selection ? spec->fed.selection_cfg : NULL;
+    if (e->sel->state_new) e->sel_state = e->sel->state_new(e->sel_cfg, e->n);
     int cap = sim_eng_arrival_cap(&spec->fed, e->n);
     e->arrived = sim_xmalloc(sizeof(int32_t) * (size_t)cap);
     e->buf = sim_xcalloc((size_t)cap, sizeof *e->buf);
@@ -420,12 +480,17 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         cl->excluded = !dev_fits(&spec->devices[c], memory);
         e->tot.excluded += cl->excluded;
         cl->acc = NAN;
-        e->perm[c] = (uint32_t)c;
+        cl->seen_loss = cl->seen_duration_s = cl->job_loss = NAN;
+        cl->last_selected = -1;
     }
     if (spec->eval.n_shift && spec->env.part->n_test) sim_eng_build_shifts(e);
     int rc = SIM_OK;
-    e->server = spec->algo->server_new(&e->spec.env, err);
-    if (!e->server) rc = SIM_EINVAL; /* server_new filled err */
+    if ((e->sel->flags & SIM_SEL_PREDICTED) && !spec->predicted_s)
+        rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                      "selection %s needs each client's predicted job time (none given)",
+                      e->sel->name);
+    if (!rc) e->server = spec->algo->server_new(&e->spec.env, err);
+    if (!rc && !e->server) rc = SIM_EINVAL; /* server_new filled err */
     uint64_t out_len[OUT_COUNT];
     if (!rc && spec->resume) {
         assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");
@@ -466,7 +531,7 @@ void sim_engine_free(sim_engine *e)
         free(e->c[c].pending_priv);
     }
     free(e->c);
-    free(e->perm);
+    if (e->sel_state) e->sel->state_free(e->sel_state);
     free(e->arrived);
     for (int i = 0; i < e->n_arrived && e->spec.fed.mode == SIM_ASYNC; i++)
         free(e->buf[i].up);

@@ -39,6 +39,7 @@
 #include "algos/algo.h"
 #include "devices/profile.h"
 #include "sim/pool.h"
+#include "sim/select.h"
 #include "sim/units.h"
 
 #include <signal.h>
@@ -59,6 +60,8 @@ typedef struct sim_fed_config {
     double stale_a, stale_b; /* poly: (1+τ)^-a; hinge: 1 if τ <= b else 1/(a(τ−b)+1) */
     double overhead_bytes;   /* protocol overhead added to every message */
     sim_time max_time;       /* stop at this simulated time (0 = none) */
+    const sim_sel_policy *selection; /* who gets a job (sim/select.h); NULL: uniform */
+    const void *selection_cfg;       /* its config block (NULL: a policy without keys) */
 } sim_fed_config;
 
 #define SIM_MAX_SHIFTS 16
@@ -83,6 +86,10 @@ typedef struct sim_run_spec {
     fl_env env; /* algorithm environment (config, arch, data, partition) */
     int n_clients;
     dev_profile *devices; /* n_clients concrete profiles (borrowed) */
+    /* n_clients predicted job times in seconds, from each client's profile as `fedsim check`
+     * prices its round-1 job (sim_cli_predict_jobs), for a selection policy that reads them
+     * (SIM_SEL_PREDICTED; borrowed); NULL: none */
+    const double *predicted_s;
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
     int quiet;            /* no progress line */
     int workers;          /* training processes (sim/pool.h); 0 = train in this process */

@@ -11,10 +11,12 @@
  *    [bytes of metrics.tsv, clients.tsv, events.msgpack, timeline.tsv],
  *    [state_fields...], [total_fields...],
  *    arrived (sync: client ids), buffered (async: [buffered_fields...]...),
- *    perm (bin of n uint32), [next_seq, [[event_fields...]...] in heap-array order],
- *    clients ([client_fields...]...),
- *    server state (fl_algo.server_save), the writer's build (sim_checkpoint_build)]
- * Messages are bin or nil; perm is raw native-order uint32 (the same build reads it back). The
+ *    selection state (sim_sel_policy.save, or nil),
+ *    [next_seq, [[event_fields...]...] in heap-array order], clients ([client_fields...]...),
+ *    server state (fl_algo.server_save), the writer's build (sim_checkpoint_build),
+ *    selection observations ([observed_fields...]...)]
+ * Messages are bin or nil; uniform's permutation is raw native-order uint32 (the same build reads
+ * it back). The
  * heap array is stored as is, so the restored queue pops in the same order.
  *
  * Every record (the protocol state, the totals, a buffered update, an event, a client) is one
@@ -39,7 +41,9 @@ int sim_eng_ckpt_due(const sim_engine *e)
     return every > 0 && e->round % every == 0 && e->ckpt_round != e->round;
 }
 
-enum { CKPT_VERSION = 5 }; /* version 4 is this one without the writer's build, its last part */
+/* Version 5 is this one without the selection's observations, its last part, and version 4 is 5
+ * without the writer's build (ckpt_part.since) */
+enum { CKPT_VERSION = 6, CKPT_OLDEST = 4 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 
 /* ---------------------------------------------------------------------------------------- */
@@ -139,6 +143,16 @@ static const sim_field client_fields[] = {
         F64(sim_client, acc),
 };
 
+/* what the selection policy's view shows of a client, and the report of its job in flight */
+static const sim_field observed_fields[] = {
+        F64(sim_client, seen_loss),
+        F64(sim_client, seen_duration_s),
+        INT(sim_client, seen_steps, K(0), I32),
+        INT(sim_client, last_selected, K(-1), I32),
+        F64(sim_client, job_loss),
+        INT(sim_client, job_steps, K(0), I32),
+};
+
 /* ---------------------------------------------------------------------------------------- */
 /* the payload's parts */
 
@@ -164,6 +178,7 @@ enum { REFUSED = 1 };
 typedef struct ckpt_part {
     const char *name; /* in a refusal: "malformed checkpoint (NAME: why)" */
     int elems;
+    int since; /* the format version it appeared in: older payloads end before it */
     void (*pack)(ckpt_ctx *x, msgpack_packer *pk);
     int (*unpack)(ckpt_ctx *x, const msgpack_object *o, sim_err *err);
 } ckpt_part;
@@ -300,26 +315,26 @@ static int unpack_buffered(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
                      "update");
 }
 
-static void pack_perm(ckpt_ctx *x, msgpack_packer *pk)
+/* The selection policy's state (sim_sel_policy.save): uniform's permutation, as the bin of its n
+ * uint32 it always was; nil for a policy without state. */
+static void pack_selection(ckpt_ctx *x, msgpack_packer *pk)
 {
-    sim_record_pack_blob(pk, x->e->perm, sizeof(uint32_t) * (size_t)x->e->n);
+    const sim_engine *e = x->e;
+    if (e->sel_state)
+        e->sel->save(e->sel_state, pk);
+    else
+        msgpack_pack_nil(pk);
 }
 
-/* a permutation of 0..n-1: seen[] marks each value once */
-static int unpack_perm(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
+static int unpack_selection(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
 {
-    (void)err;
     sim_engine *e = x->e;
-    size_t len = sizeof(uint32_t) * (size_t)e->n;
-    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != len)
-        return refused(x, NULL, -1, "its length");
-    memcpy(e->perm, o->via.bin.ptr, len);
-    char *seen = sim_xcalloc((size_t)e->n + 1, 1);
-    int ok = 1;
-    for (int i = 0; i < e->n && ok; i++)
-        ok = e->perm[i] < (uint32_t)e->n && !seen[e->perm[i]]++;
-    free(seen);
-    return ok ? SIM_OK : refused(x, NULL, -1, "not a permutation");
+    if (!e->sel_state)
+        return o->type == MSGPACK_OBJECT_NIL ? SIM_OK : refused(x, NULL, -1, "not nil");
+    sim_err why = {0};
+    if (e->sel->load(e->sel_state, o, &why)) return refused(x, NULL, -1, why.msg);
+    (void)err;
+    return SIM_OK;
 }
 
 static void pack_queue(ckpt_ctx *x, msgpack_packer *pk)
@@ -432,26 +447,46 @@ static int unpack_build(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
     return SIM_OK;
 }
 
-/* The payload, in order. The build is absent from version 4 (unpack_build gets NULL). */
+static void pack_observed(ckpt_ctx *x, msgpack_packer *pk)
+{
+    const sim_engine *e = x->e;
+    sim_record_pack_list(pk, observed_fields, COUNT(observed_fields), e->c, sizeof *e->c,
+                         (size_t)e->n);
+}
+
+/* Absent before version 6, whose runs selected uniformly, which reads none of it: what
+ * construction set stays (nothing seen yet). */
+static int unpack_observed(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
+{
+    (void)err;
+    sim_engine *e = x->e;
+    if (!o) return SIM_OK;
+    return read_list(x, o, observed_fields, COUNT(observed_fields), e->c, sizeof *e->c,
+                     (size_t)e->n, "client");
+}
+
+/* The payload, in order. A part absent from an older version's payload gets NULL. */
 static const ckpt_part ckpt_parts[] = {
-        {"header", 6, pack_header, unpack_header},
-        {"output lengths", 1, pack_lengths, unpack_lengths},
-        {"protocol state", 1, pack_state, unpack_state},
-        {"totals", 1, pack_totals, unpack_totals},
-        {"arrivals", 1, pack_arrived, unpack_arrived},
-        {"async buffer", 1, pack_buffered, unpack_buffered},
-        {"selection permutation", 1, pack_perm, unpack_perm},
-        {"event queue", 1, pack_queue, unpack_queue},
-        {"clients", 1, pack_clients, unpack_clients},
-        {"server state", 1, pack_server, unpack_server},
-        {"the writer's build", 1, pack_build, unpack_build},
+        {"header", 6, 4, pack_header, unpack_header},
+        {"output lengths", 1, 4, pack_lengths, unpack_lengths},
+        {"protocol state", 1, 4, pack_state, unpack_state},
+        {"totals", 1, 4, pack_totals, unpack_totals},
+        {"arrivals", 1, 4, pack_arrived, unpack_arrived},
+        {"async buffer", 1, 4, pack_buffered, unpack_buffered},
+        {"selection state", 1, 4, pack_selection, unpack_selection},
+        {"event queue", 1, 4, pack_queue, unpack_queue},
+        {"clients", 1, 4, pack_clients, unpack_clients},
+        {"server state", 1, 4, pack_server, unpack_server},
+        {"the writer's build", 1, 5, pack_build, unpack_build},
+        {"selection observations", 1, 6, pack_observed, unpack_observed},
 };
 
-static uint32_t payload_len(void)
+/* The elements of a payload of format version */
+static uint32_t payload_len(int version)
 {
     uint32_t n = 0;
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
-        n += (uint32_t)ckpt_parts[i].elems;
+        n += ckpt_parts[i].since <= version ? (uint32_t)ckpt_parts[i].elems : 0;
     return n;
 }
 
@@ -475,7 +510,7 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, payload_len());
+    msgpack_pack_array(&pk, payload_len(CKPT_VERSION));
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
         ckpt_parts[i].pack(&x, &pk);
     char path[1100];
@@ -499,20 +534,21 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
         return ckpt_bad(path, "not a fedsim checkpoint", err);
     int64_t version = 0;
     if (n < 2 || nn_unpack_int(&o[1], 0, INT32_MAX, &version)) version = 0; /* no version */
-    if (version < CKPT_VERSION - 1 || version > CKPT_VERSION)
+    if (version < CKPT_OLDEST || version > CKPT_VERSION)
         return sim_fail(err, SIM_EFORMAT, path, 0, 0,
-                        "checkpoint format version %lld; this fedsim reads versions %d and %d; not "
+                        "checkpoint format version %lld; this fedsim reads versions %d to %d; not "
                         "loaded",
-                        (long long)version, CKPT_VERSION - 1, CKPT_VERSION);
-    if (n != payload_len() - (version < CKPT_VERSION)) return ckpt_bad(path, "field count", err);
-    const msgpack_object *end = o + n;
+                        (long long)version, CKPT_OLDEST, CKPT_VERSION);
+    if (n != payload_len((int)version)) return ckpt_bad(path, "field count", err);
     ckpt_ctx x = {.e = e, .version = (int)version, .path = path};
     x.lim[BY_N] = e->n;
     x.lim[BY_CAP] = sim_eng_arrival_cap(&e->spec.fed, e->n);
     x.lim[BY_SYNC] = e->spec.fed.mode == SIM_SYNC;
-    for (size_t i = 0; i < COUNT(ckpt_parts); o += ckpt_parts[i++].elems) {
+    for (size_t i = 0; i < COUNT(ckpt_parts); i++) {
         const ckpt_part *p = &ckpt_parts[i];
-        int rc = p->unpack(&x, o < end ? o : NULL, err); /* NULL: the build before version 5 */
+        int present = p->since <= version; /* the absent ones are the last */
+        int rc = p->unpack(&x, present ? o : NULL, err);
+        if (present) o += p->elems;
         if (rc < 0) return rc;
         if (rc == REFUSED) {
             char what[sizeof x.why + 64];

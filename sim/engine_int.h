@@ -42,6 +42,13 @@ typedef struct sim_client {
     double bytes_up, bytes_down, flops;
     sim_time busy_ns;
     double acc; /* personalized accuracy at the last evaluation, NaN before */
+    /* what the selection policy's view shows of it (sim_sel_client): its last arrived job's
+     * report (loss NaN before one), and the round it was last selected in (-1: never) */
+    double seen_loss, seen_duration_s;
+    int seen_steps, last_selected;
+    /* the job in flight's report, known at dispatch, shown only once its update arrives */
+    double job_loss;
+    int job_steps;
 } sim_client;
 
 /* async: an update waiting for the next aggregation */
@@ -96,8 +103,10 @@ struct sim_engine {
     int in_flight;     /* sync: jobs of the current round not yet arrived or lost */
     int32_t *arrived;  /* sync: clients whose update arrived this round */
     int n_arrived;
-    sim_buffered *buf; /* async: updates waiting for the next aggregation */
-    uint32_t *perm;    /* selection permutation */
+    sim_buffered *buf;         /* async: updates waiting for the next aggregation */
+    const sim_sel_policy *sel; /* the selection policy (spec.fed.selection, or uniform) */
+    const void *sel_cfg;       /* its config (NULL: none) */
+    void *sel_state;           /* its state (NULL: none) */
     uint64_t next_job, dispatches;
     int participants; /* updates aggregated at the last aggregation */
     sim_time next_eval_time;
@@ -125,8 +134,11 @@ double sim_eng_wall_s(void);
  * async, the buffer. Sizes the arrival arrays. */
 int sim_eng_arrival_cap(const sim_fed_config *f, int n);
 void sim_eng_schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_t arg);
-/* Pick up to k idle, online, eligible clients at random into out, in client-id order. */
+/* Pick up to k idle, online, eligible clients by the selection policy (its stream at
+ * stream_index) into out, in client-id order. */
 int sim_eng_select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_index);
+/* Client c as the selection policy's view shows it (sim_sel_view.client; ctx: the engine). */
+void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out);
 void sim_eng_sort_ids(int32_t *ids, int n);
 /* Dispatch jobs to the n clients in sel now, counting each in in_flight. */
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);

@@ -23,7 +23,12 @@ enum {
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
-    SIM_RNG_TEST = 100,       /* tests only */
+    /* the selection policies' own (sim/select.h); index: as SIM_RNG_SELECT's */
+    SIM_RNG_SEL_OORT = 14,
+    SIM_RNG_SEL_POC = 15,
+    SIM_RNG_SEL_FASTEST = 16,
+    SIM_RNG_SEL_AVAILABLE = 17,
+    SIM_RNG_TEST = 100, /* tests only */
 };
 
 /* The core purposes above, ending with 0. */

@@ -518,7 +518,15 @@ static int load_federation(sim_scenario *sc, section *root, sim_err *err)
             (rc = sim_keys_load(sim_keys_staleness, f, &st, NULL, err)))
             return rc;
     }
-    return read_key(keys, "overhead", f, &s, NULL, err);
+    if ((rc = read_key(keys, "overhead", f, &s, NULL, err))) return rc;
+    /* the selection policy: nothing read or written without the map (uniform) */
+    section sel = sub(&s, "selection", pre2, sizeof pre2);
+    sim_key_ctx sctx = {
+            .clients = n, .async = f->mode == SIM_ASYNC, .parent = f, .parent_map = s.map};
+    if ((rc = sim_sel_config_read(&sc->sel, &sel, &sctx, err))) return rc;
+    f->selection = sc->sel.policy;
+    f->selection_cfg = sc->sel.cfg;
+    return SIM_OK;
 }
 
 static int load_eval(sim_scenario *sc, section *root, sim_err *err)
@@ -812,6 +820,8 @@ void sim_scenario_destroy(sim_scenario *sc)
             dev_profile_destroy(&sc->devices[c]);
     free(sc->devices);
     free(sc->capacity);
+    free(sc->predicted_s);
+    sim_sel_config_destroy(&sc->sel);
     fl_config_destroy(&sc->cfg);
     nn_partition_destroy(&sc->part);
     nn_dataset_destroy(&sc->train);

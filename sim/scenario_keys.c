@@ -8,6 +8,7 @@
 #include "algos/algo.h"
 #include "devices/profile.h"
 #include "sim/scenario.h"
+#include "sim/select.h"
 
 #include <limits.h>
 #include <string.h>
@@ -173,6 +174,9 @@ const sim_key sim_keys_federation[] = {
          .doc = "async: the weight of an update τ versions old (`federation.staleness` below)"},
         {"overhead", SIM_KEY_SIZE, K(overhead_bytes), .custom = 1, .dflt = "0 B",
          .doc = "protocol bytes added to every message"},
+        {"selection", SIM_KEY_MAP, .custom = 1,
+         .doc = "which clients get a job: `{name: POLICY, POLICY: {its keys}}` "
+                "(`federation.selection` below); absent: `uniform`, and nothing is written"},
         {0},
 };
 
@@ -255,6 +259,7 @@ int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
     n += fl_keys_print(f, filter, markdown);
     n += sim_keys_print(f, "federation", NULL, sim_keys_federation, filter, markdown);
     n += sim_keys_print(f, "federation.staleness", NULL, sim_keys_staleness, filter, markdown);
+    n += sim_sel_keys_print(f, filter, markdown);
     n += sim_keys_print(f, "eval", EVAL_DOC, sim_keys_eval, filter, markdown);
     n += sim_keys_print(f, "devices", NULL, sim_keys_devices, filter, markdown);
     n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
@@ -303,6 +308,14 @@ static int vocabs(vocab *v)
     }
     n = vocab_add(v, n, "federation", "federation:", sim_keys_federation, NULL);
     n = vocab_add(v, n, "federation.staleness", "federation.staleness:", sim_keys_staleness, NULL);
+    n = vocab_add(v, n, "federation.selection", "federation.selection:", sim_sel_keys, NULL);
+    for (int i = 0; sim_sel_policies[i]; i++) {
+        if (!sim_sel_policies[i]->keys) continue;
+        char path[64], where[80];
+        snprintf(path, sizeof path, "federation.selection.%s", sim_sel_policies[i]->name);
+        snprintf(where, sizeof where, "%s:", path);
+        n = vocab_add(v, n, path, where, sim_sel_policies[i]->keys, NULL);
+    }
     n = vocab_add(v, n, "eval", "eval:", sim_keys_eval, NULL);
     n = vocab_add(v, n, "devices", "devices:", sim_keys_devices, NULL);
     n = vocab_add(v, n, "devices.profiles.*", "devices.profiles.NAME:", dev_profile_keys, NULL);
@@ -319,6 +332,9 @@ static void vocab_names(const vocab *v, const char **out, int cap)
         out[n++] = v->words[i];
     for (int i = 0; v->algorithm && fl_sections[i] && n < cap - 1; i++)
         out[n++] = fl_sections[i]->name;
+    for (int i = 0; !strcmp(v->path, "federation.selection") && sim_sel_policies[i] && n < cap - 1;
+         i++) /* its policies' sections */
+        if (sim_sel_policies[i]->keys) out[n++] = sim_sel_policies[i]->name;
     out[n] = NULL;
 }
 

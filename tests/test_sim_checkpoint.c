@@ -235,7 +235,8 @@ static double ckpt_acc_pers(const char *name)
 }
 
 /* Rewrite dir/name's checkpoint as an older format: its first `fields` fields, version set to
- * `version` (format 4 is 5 without the writer's build, its last field). */
+ * `version` (format 5 is 6 without the selection's observations, its last field, and 4 is 5
+ * without the writer's build). */
 static int rewrite_version(const char *name, int version, uint32_t fields)
 {
     char p[200];
@@ -360,11 +361,15 @@ int main(void)
     free(other);
     CHECK_MSG(test_same_outputs(dir, "sync-full", "other", 1),
               "resume by another build of the same code = uninterrupted");
-    /* format 4 (before the build was recorded) resumes, with the warning; 3 is refused */
+    /* format 5 (before the selection's observations) resumes; so does 4 (before the build was
+     * recorded), with the warning; 3 is refused */
     CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "v4", "--workers 0 --checkpoint-every 2") ==
           130);
-    CHECK(sh("cp -r @/v4 @/v3") == 0);
-    CHECK(rewrite_version("v4", 4, 15) == SIM_OK && rewrite_version("v3", 3, 15) == SIM_OK);
+    CHECK(sh("cp -r @/v4 @/v3 && cp -r @/v4 @/v5") == 0);
+    CHECK(rewrite_version("v4", 4, 15) == SIM_OK && rewrite_version("v3", 3, 15) == SIM_OK &&
+          rewrite_version("v5", 5, 16) == SIM_OK);
+    CHECK_MSG(resume("v5", "--workers 0") == 0, "format 5 resumes");
+    CHECK_MSG(test_same_outputs(dir, "sync-full", "v5", 1), "format 5 resumed = uninterrupted");
     CHECK_MSG(resume("v4", "--workers 0") == 0, "format 4 resumes");
     char *v4 = text_of("v4", "rerr");
     CHECK_MSG(v4 && strstr(v4, "another build (unrecorded: format version 4; this one: exe "),
@@ -372,7 +377,7 @@ int main(void)
     free(v4);
     CHECK_MSG(test_same_outputs(dir, "sync-full", "v4", 1), "format 4 resumed = uninterrupted");
     check_rejected("v3", "format 3",
-                   "checkpoint format version 3; this fedsim reads versions 4 and 5");
+                   "checkpoint format version 3; this fedsim reads versions 4 to 6");
 
     /* (b) a real SIGINT lands on a running run at some event; resume ends the same */
     const char *long_set = "--workers 2 --set rounds=100 --set 'federation={per_round: 2, "
