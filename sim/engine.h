@@ -19,8 +19,9 @@
  * Checkpoints (out_dir/checkpoint.msgpack, framed by sim/checkpoint.h) hold the whole engine state
  * at an event boundary: the event queue verbatim (heap order, every seq, next_seq), every client
  * (availability process and its RNG words, job fields, messages and private states in flight,
- * statistics), the protocol state (round, arrivals, async buffer, selection permutation, job
- * counters, next evaluation time), the totals, the algorithm's server state, and how many bytes
+ * statistics, what the selection policy has seen of it), the protocol state (round, arrivals,
+ * async buffer, the selection policy's state, job counters, next evaluation time), the totals,
+ * the algorithm's server state, and how many bytes
  * each output file held, flushed. A resumed engine truncates the outputs back to those lengths and
  * goes on appending, so its outputs are byte-identical to an uninterrupted run's. They are taken
  * after an aggregation (every spec.checkpoint_every of them, or when spec.checkpoint_wall_s wall

@@ -331,10 +331,11 @@ static int unpack_selection(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
     sim_engine *e = x->e;
     if (!e->sel_state)
         return o->type == MSGPACK_OBJECT_NIL ? SIM_OK : refused(x, NULL, -1, "not nil");
-    sim_err why = {0};
-    if (e->sel->load(e->sel_state, o, &why)) return refused(x, NULL, -1, why.msg);
     (void)err;
-    return SIM_OK;
+    sim_err why = {0};
+    if (!e->sel->load(e->sel_state, o, &why)) return SIM_OK;
+    snprintf(x->why, sizeof x->why, "%.150s", why.msg); /* what the policy refused, cut to fit */
+    return REFUSED;
 }
 
 static void pack_queue(ckpt_ctx *x, msgpack_packer *pk)
