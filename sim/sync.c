@@ -59,15 +59,22 @@ int sim_sync_start_round(sim_engine *e, sim_err *err)
         /* Nobody can take part now: try again when the first busy or offline client changes. */
         free(sel);
         sim_time next = DEV_TIME_NEVER;
+        int idle = 0; /* clients that could take part now, which a selection policy passed over */
         for (int32_t c = 0; c < e->n; c++) {
             sim_client *cl = &e->c[c];
             if (cl->excluded) continue;
+            idle += !cl->busy && dev_avail_online(&cl->avail, e->now);
             sim_time t = cl->busy ? cl->busy_until : dev_avail_next_change(&cl->avail, e->now);
             if (t < next) next = t;
         }
         e->round_open = 0;
         if (next == DEV_TIME_NEVER) {
             e->done = 1;
+            if (idle)
+                return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                                "round %d: federation.selection %s picked none of the %d clients "
+                                "that can take part, and none of them will change",
+                                e->round, e->sel->name, idle);
             return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
                             "round %d: no client can take part now or later (all excluded or "
                             "offline for good)",

@@ -279,6 +279,29 @@ static void test_available(void)
     dev_trace_free(tr);
 }
 
+/* a bad key of a policy's section is an error at its line and column, naming it */
+static void test_keys(void)
+{
+    sim_sel_config sc;
+    sim_err err = {0};
+    CHECK(sim_sel_config_load(&sc, "name: oort\noort:\n  alpha: -1\n", NULL, &err) == SIM_EINVAL &&
+          err.line == 3 && err.col == 10 && strstr(err.msg, "alpha"));
+    sim_sel_config_destroy(&sc);
+    CHECK(sim_sel_config_load(&sc, "name: oort\noort: {alpah: 1}\n", NULL, &err) == SIM_EINVAL &&
+          err.line == 2 && strstr(err.msg, "alpah"));
+    sim_sel_config_destroy(&sc);
+    CHECK(sim_sel_config_load(&sc, "name: fastst\n", NULL, &err) == SIM_EINVAL &&
+          strstr(err.msg, "unknown name 'fastst'; did you mean 'fastest'?"));
+    sim_sel_config_destroy(&sc);
+    /* a policy's section beside another's is read and checked too (a sweep over the name) */
+    CHECK(sim_sel_config_load(&sc, "name: oort\nfastest: {deadline_only: maybe}\n", NULL, &err) ==
+                  SIM_EINVAL &&
+          err.line == 2 && strstr(err.msg, "deadline_only"));
+    sim_sel_config_destroy(&sc);
+    CHECK(sim_sel_config_load(&sc, "{}", NULL, &err) == SIM_OK && sc.policy == &sim_sel_uniform);
+    sim_sel_config_destroy(&sc);
+}
+
 /* ---- the engine's view: arrived reports only ---- */
 
 static void test_engine_view(void)
@@ -382,6 +405,20 @@ static void test_runs(void)
                       "%s: stopped and resumed = straight through", s);
         }
     }
+    /* a policy that passes over every client that could take part says so: fastest's
+     * deadline_only where no client is predicted to meet 50 ms */
+    CHECK(run("", "none",
+              "--set federation.selection.name=fastest --set "
+              "federation.selection.fastest.deadline_only=true --set federation.deadline=50ms") ==
+          2);
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/none.err", dir);
+    char *msg = test_slurp(p, &len);
+    CHECK_MSG(msg && strstr(msg, "round 0: federation.selection fastest picked none of the 8 "
+                                 "clients that can take part"),
+              "the policy is named: %s", msg ? msg : "");
+    free(msg);
     /* the policies choose otherwise than uniform (so the comparisons above can fail) */
     CHECK_MSG(!test_same_outputs(dir, "uniform", "fastest-w0", 0), "fastest differs from uniform");
     CHECK_MSG(!test_same_outputs(dir, "uniform", "oort-w0", 0), "oort differs from uniform");
@@ -394,6 +431,7 @@ int main(void)
     test_poc();
     test_fastest();
     test_available();
+    test_keys();
     test_engine_view();
     bin = getenv("FEDSIM_BIN");
     if (!bin) bin = "build/test/fedsim";
