@@ -13,6 +13,7 @@
 #ifndef FL_ALGO_H
 #define FL_ALGO_H
 
+#include "nn/compress.h"
 #include "nn/data.h"
 #include "nn/model.h"
 #include "nn/partition.h"
@@ -58,6 +59,10 @@ typedef struct fl_env {
     int cost_only;          /* skip the math: report the FLOPs and message sizes it would have */
     const double *capacity; /* per client: the share r_i in (0, 1] of the full model's cost its
                                device affords (`devices.capacity`); NULL: all 1 */
+    /* `compression.up` and `.down`: how updates and models travel (algorithms flagged
+     * FL_COMPRESS_UP / FL_COMPRESS_DOWN send them through fl_up_pack and fl_down_pack); NULL or
+     * scheme none: the dense parameter message */
+    const nn_comp *comp_up, *comp_down;
 } fl_env;
 
 typedef struct fl_job {
@@ -123,6 +128,11 @@ enum {
     FL_KEEPS_MOMENTUM = 1 << 1, /* honours algorithm.persistent_momentum (fl_momentum_load) */
     FL_NEEDS_BATCH2 = 1 << 2,   /* batch_size >= 2 (batch norm in a gate) */
     FL_PLAIN_SGD = 1 << 3,      /* clients take plain SGD steps: no momentum, no weight_decay */
+    /* its upload (download) is one dense float vector sent through fl_up_pack (fl_down_pack),
+     * so `compression.up` (`.down`) applies; without the flag a scheme other than none is
+     * refused when the scenario loads */
+    FL_COMPRESS_UP = 1 << 4,
+    FL_COMPRESS_DOWN = 1 << 5,
 };
 
 /* An extra column of metrics.tsv (fl_algo.columns), after the engine's own: its header name, how
@@ -258,6 +268,21 @@ void fl_init_params(nn_model *m, const fl_env *env);
 float *fl_initial_params(const fl_env *env);
 /* The encoded length of a dense parameter message for a (nn_pack_params). */
 size_t fl_dense_msg_bytes(const nn_arch *a);
+/* Compression (algos/compress.c): the model the server sends and the update a client uploads,
+ * as the dense parameter message or compressed by env's comp_down / comp_up, and their lengths
+ * without packing (cost-only mode; topk's is its most, nn_comp_bytes). fl_up_pack packs delta
+ * (n_floats) into res->up and sets up_bytes; with error feedback it first adds the residual kept
+ * in job->priv and appends the new one to res->priv, after what the caller put there. The
+ * unpackers read the first msgpack object of buf into params (n_floats), SIM_EFORMAT when it is
+ * malformed. */
+size_t fl_down_bytes(const fl_env *env);
+size_t fl_up_bytes(const fl_env *env);
+void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_t round,
+                  msgpack_sbuffer *out);
+int fl_down_unpack(const fl_env *env, float *params, const void *buf, size_t len, sim_err *err);
+int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, fl_result *res,
+               sim_err *err);
+int fl_up_unpack(const fl_env *env, float *params, const void *buf, size_t len, sim_err *err);
 /* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in
  * batches, each epoch ending on a short batch), its lr (decayed by round), and its minibatches
  * from the stream (seed, SIM_RNG_BATCHES, job->stream). Algorithms with their own step (SpaFL,

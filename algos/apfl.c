@@ -72,7 +72,7 @@ static int apfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
     }
     const apfl_config *ac = cfg->own;
     double alpha = ac->alpha;
-    int rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message", err);
+    int rc = fl_down_unpack(env, m->params, job->down, job->down_len, err);
     nn_model pm; /* v̄'s forward and backward, then v's step (its momentum in pm.mom) */
     nn_model_init(&pm, env->arch, cfg->batch_size);
     float *v = sim_xmalloc(nf * sizeof(float));
@@ -116,13 +116,12 @@ static int apfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
     } else if (!rc) {
         memset(w->ref, 0, nf * sizeof(float)); /* no samples: no change */
     }
-    if (!rc) {
-        nn_pack_params(&res->up, env->arch, w->ref);
-        res->up_bytes = res->up.size;
+    if (!rc) { /* the private state first: fl_up_pack appends a residual after it */
         nn_pack_params(&res->priv, env->arch, v);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
         msgpack_pack_double(&pk, alpha);
+        rc = fl_up_pack(env, job, w->ref, res, err);
     }
     free(v);
     nn_model_destroy(&pm);
@@ -151,7 +150,7 @@ const fl_algo fl_apfl = {
                    "by a learned weight alpha",
         .doc = "FedAvg plus a personal model v trained, step by step beside the global one, as the "
                "mix αv + (1 − α)w that it is evaluated as; α learned",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .section = &fl_apfl_section,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,

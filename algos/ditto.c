@@ -38,7 +38,7 @@ static int ditto_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
         fl_local_sgd(env, job, m, lambda, NULL, res);
         return fl_fedavg_train(env, job, w, res, 0, err);
     }
-    int rc = nn_unpack_params(w->ref, env->arch, job->down, job->down_len, "down message", err);
+    int rc = fl_down_unpack(env, w->ref, job->down, job->down_len, err);
     if (!rc && job->priv)
         rc = nn_unpack_params(m->params, env->arch, job->priv, job->priv_len, "private state", err);
     if (rc) return rc;
@@ -63,7 +63,7 @@ const fl_algo fl_ditto = {
         .summary = "Ditto: FedAvg and a personal model per client with a proximal term "
                    "lambda to the global one",
         .doc = "FedAvg plus a personal model with a proximal term λ to the global one",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .section = &fl_ditto_section,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,

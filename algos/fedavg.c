@@ -25,7 +25,7 @@ void fl_fedavg_init(fedavg *s, const fl_env *env)
     s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(nf, sizeof(float));
     s->acc = sim_xcalloc(nf, sizeof(double));
-    s->msg_bytes = fl_dense_msg_bytes(env->arch);
+    s->msg_bytes = fl_down_bytes(env);
 }
 
 void fl_fedavg_destroy(fedavg *s)
@@ -53,10 +53,9 @@ void fl_fedavg_free(void *p)
 size_t fl_fedavg_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     fedavg *s = p;
-    (void)client, (void)round;
     if (!out) return s->msg_bytes;
     size_t before = out->size;
-    nn_pack_params(out, s->env->arch, s->global);
+    fl_down_pack(s->env, s->global, client, round, out);
     return out->size - before;
 }
 
@@ -67,21 +66,23 @@ int fl_fedavg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_resul
     size_t nf = env->arch->layout.n_floats;
     if (env->cost_only) {
         fl_local_sgd(env, job, m, mu, NULL, res);
+        if (env->comp_up && env->comp_up->scheme != NN_COMP_NONE) {
+            res->up_bytes = fl_up_bytes(env);
+            return SIM_OK;
+        }
         if (!w->msg_bytes) w->msg_bytes = fl_dense_msg_bytes(env->arch);
         res->up_bytes = w->msg_bytes;
         return SIM_OK;
     }
-    int rc = nn_unpack_params(m->params, env->arch, job->down, job->down_len, "down message", err);
+    int rc = fl_down_unpack(env, m->params, job->down, job->down_len, err);
     if (rc) return rc;
     if ((rc = fl_momentum_load(env, job, 0, m, err))) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
     fl_local_sgd(env, job, m, mu, w->ref, res);
     for (size_t j = 0; j < nf; j++) /* the upload is the change, computed in place in ref */
         w->ref[j] = m->params[j] - w->ref[j];
-    nn_pack_params(&res->up, env->arch, w->ref);
-    res->up_bytes = res->up.size;
-    fl_momentum_save(env, m, res);
-    return SIM_OK;
+    fl_momentum_save(env, m, res); /* before fl_up_pack's residual: fl_momentum_load's place */
+    return fl_up_pack(env, job, w->ref, res, err);
 }
 
 static int fedavg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
@@ -101,7 +102,7 @@ int fl_fedavg_absorb(void *p, int32_t client, const void *up, size_t len, double
 {
     fedavg *s = p;
     (void)client;
-    int rc = nn_unpack_params(s->scratch, s->env->arch, up, len, "up message", err);
+    int rc = fl_up_unpack(s->env, s->scratch, up, len, err);
     if (rc) return rc;
     size_t nf = s->env->arch->layout.n_floats;
     for (size_t j = 0; j < nf; j++)
@@ -151,7 +152,7 @@ const fl_algo fl_fedavg = {
         .version = FL_ALGO_VERSION,
         .name = "fedavg",
         .summary = "FedAvg: sample-weighted mean of client updates",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,
@@ -166,7 +167,7 @@ const fl_algo fl_fedprox = {
         .version = FL_ALGO_VERSION,
         .name = "fedprox",
         .summary = "FedProx: FedAvg with a proximal term mu on clients",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,

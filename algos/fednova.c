@@ -101,7 +101,7 @@ static int nova_absorb(void *p, int32_t client, const void *up, size_t len, doub
     (void)client;
     size_t end = 0;
     int rc = nn_msgpack_check(up, len, 0, &end, NULL, "up message", err);
-    if (!rc) rc = nn_unpack_params(s->s.scratch, s->s.env->arch, up, end, "up message", err);
+    if (!rc) rc = fl_up_unpack(s->s.env, s->s.scratch, up, end, err);
     if (rc) return rc;
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -168,7 +168,7 @@ const fl_algo fl_fednova = {
         .name = "fednova",
         .summary = "FedNova: client updates normalized by their local steps (momentum-aware), "
                    "rescaled by the mean",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .server_new = nova_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,

@@ -29,6 +29,7 @@ typedef struct sim_scenario {
     int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
     sim_sel_config sel;   /* federation.selection (spec.fed.selection points into it) */
     double *predicted_s;  /* per client (owned), for a policy that reads them: sim_cli_run_one */
+    nn_comp comp_up, comp_down; /* `compression:` (fl_env.comp_up, comp_down point here) */
     char model[64];
     /* keys read by the other federation mode only, which this one leaves unused ("federation:
      * per_round, deadline (sync mode's) unused in async mode"), "" when none: for the user */

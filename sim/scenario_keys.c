@@ -248,6 +248,40 @@ const sim_key sim_keys_devices[] = {
 };
 #undef K
 
+/* error_feedback's default: on for topk (its residual is what makes a small ratio converge) */
+static void ef_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    const nn_comp *c = ctx->config;
+    snprintf(buf, n, "%s", c->scheme == NN_COMP_TOPK ? "true" : "false");
+}
+
+/* compression.up and .down: scheme first, then the keys the scheme reads (scenario.c) */
+#define K(field) .offset = offsetof(nn_comp, field)
+const sim_key sim_keys_compression[] = {
+        {"scheme", SIM_KEY_CHOICE, K(scheme), .dflt = "none", .words = nn_comp_names,
+         .doc = "`none` (the dense float32 message), `topk` (the `ratio` largest values and their "
+                "indices), `randk` (`ratio` of the values at seeded random indices, scaled by "
+                "n/k), `qsgd` (stochastic quantization to `levels` levels and the norm), `sign` "
+                "(a bit each and their mean magnitude), `fp16`, `bf16` (casts); `down` takes "
+                "`none`, `qsgd`, `fp16` or `bf16` only"},
+        {"ratio", SIM_KEY_DOUBLE, K(ratio), .custom = 1, .dflt = "0.1", .lo = 1e-9, .hi = 1,
+         .unit = "share", .doc = "topk, randk: the share of values sent, k = ⌈ratio·n⌉"},
+        {"levels", SIM_KEY_INT, K(levels), .custom = 1, .dflt = "255", .lo = 1,
+         .hi = NN_COMP_MAX_LEVELS,
+         .doc = "qsgd: s, the levels per sign: ⌈log2(2s+1)⌉ bits a value (255: 9 bits, 15: 5)"},
+        {"error_feedback", SIM_KEY_BOOL, K(error_feedback), .custom = 1,
+         .dflt = "true for topk, else false", .dflt_fn = ef_default,
+         .doc = "up only, not randk: add what the client's last upload left out to its next "
+                "update (kept in its private state)"},
+        {0},
+};
+#undef K
+
+static const char COMPRESSION_DOC[] =
+        "How updates (`up`) and models (`down`) travel. The encoded message is real msgpack, "
+        "and its length is what the run charges; algorithms whose messages are not one dense "
+        "float vector refuse a scheme other than `none`.";
+
 static const char PARTITION_DOC[] = "Relative paths are taken from the scenario file's folder.";
 static const char EVAL_DOC[] = "Evaluation is an observer: it costs no simulated time.";
 
@@ -260,6 +294,9 @@ int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
     n += sim_keys_print(f, "federation", NULL, sim_keys_federation, filter, markdown);
     n += sim_keys_print(f, "federation.staleness", NULL, sim_keys_staleness, filter, markdown);
     n += sim_sel_keys_print(f, filter, markdown);
+    n += sim_keys_print(f, "compression.up", COMPRESSION_DOC, sim_keys_compression, filter,
+                        markdown);
+    n += sim_keys_print(f, "compression.down", NULL, sim_keys_compression, filter, markdown);
     n += sim_keys_print(f, "eval", EVAL_DOC, sim_keys_eval, filter, markdown);
     n += sim_keys_print(f, "devices", NULL, sim_keys_devices, filter, markdown);
     n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
@@ -279,8 +316,9 @@ typedef struct vocab {
     int algorithm; /* `algorithm:` itself: its sections' names are its keys too */
 } vocab;
 
-static const char *const TOP_SECTIONS[] = {"dataset", "partition", "algorithm", "federation",
-                                           "eval",    "devices",   NULL};
+static const char *const TOP_SECTIONS[] = {"dataset", "partition", "algorithm",   "federation",
+                                           "eval",    "devices",   "compression", NULL};
+static const char *const COMP_DIRS[] = {"up", "down", NULL};
 static const char *const ALGO_NAME[] = {"name", NULL};
 static const char *const MIX_KEYS[] = {"profile", "share", NULL};
 
@@ -317,6 +355,9 @@ static int vocabs(vocab *v)
         n = vocab_add(v, n, path, where, sim_sel_policies[i]->keys, NULL);
     }
     n = vocab_add(v, n, "eval", "eval:", sim_keys_eval, NULL);
+    n = vocab_add(v, n, "compression", "compression:", NULL, COMP_DIRS);
+    n = vocab_add(v, n, "compression.up", "compression.up:", sim_keys_compression, NULL);
+    n = vocab_add(v, n, "compression.down", "compression.down:", sim_keys_compression, NULL);
     n = vocab_add(v, n, "devices", "devices:", sim_keys_devices, NULL);
     n = vocab_add(v, n, "devices.profiles.*", "devices.profiles.NAME:", dev_profile_keys, NULL);
     return vocab_add(v, n, "devices.mix.*", "devices.mix.N:", NULL, MIX_KEYS);

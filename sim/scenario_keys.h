@@ -52,7 +52,8 @@ typedef struct sim_devices_keys {
 } sim_devices_keys;
 
 extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
-        sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[];
+        sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[],
+        sim_keys_compression[];               /* compression.up and .down: an nn_comp each */
 extern const char *const sim_dataset_names[]; /* dataset.name's words, NULL-ended */
 
 /* err is the error loading doc failed with: when it is "unknown key 'K'" (the key
