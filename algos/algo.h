@@ -272,15 +272,16 @@ size_t fl_dense_msg_bytes(const nn_arch *a);
  * as the dense parameter message or compressed by env's comp_down / comp_up, and their lengths
  * without packing (cost-only mode; topk's is its most, nn_comp_bytes). fl_up_pack packs delta
  * (n_floats) into res->up and sets up_bytes; with error feedback it first adds the residual kept
- * in job->priv and appends the new one to res->priv, after what the caller put there. The
- * unpackers read the first msgpack object of buf into params (n_floats), SIM_EFORMAT when it is
- * malformed. */
+ * in job->priv and appends the new one to res->priv, after what the caller put there. part is 0
+ * for the model or update, 1 for a second vector the same message carries (SCAFFOLD's control
+ * variate): its own random draws and residual. The unpackers read the first msgpack object of
+ * buf into params (n_floats), SIM_EFORMAT when it is malformed. */
 size_t fl_down_bytes(const fl_env *env);
 size_t fl_up_bytes(const fl_env *env);
-void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_t round,
+void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_t round, int part,
                   msgpack_sbuffer *out);
 int fl_down_unpack(const fl_env *env, float *params, const void *buf, size_t len, sim_err *err);
-int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, fl_result *res,
+int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, int part, fl_result *res,
                sim_err *err);
 int fl_up_unpack(const fl_env *env, float *params, const void *buf, size_t len, sim_err *err);
 /* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in

@@ -121,7 +121,7 @@ static int apfl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
         msgpack_packer pk;
         msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
         msgpack_pack_double(&pk, alpha);
-        rc = fl_up_pack(env, job, w->ref, res, err);
+        rc = fl_up_pack(env, job, w->ref, 0, res, err);
     }
     free(v);
     nn_model_destroy(&pm);

@@ -9,9 +9,13 @@
  * whatever the algorithm keeps there (its own objects, then fl_momentum_save's momentum), found
  * by its key, so it coexists with both. A client's first job has none (zero).
  *
+ * A message may carry a second vector (SCAFFOLD's control variate and its change: part 1); its
+ * residual is kept under "residual1".
+ *
  * Random draws (randk's seed, qsgd's rounding) come from the stream (seed, SIM_RNG_COMPRESS,
- * the job's stream) for an upload and (seed, SIM_RNG_COMPRESS, 1 << 62 | client << 32 | round)
- * for a download: a function of the job alone, so any worker count sends the same bytes.
+ * the job's stream) for an upload's part 0, and for part p > 0 from a stream seeded by that
+ * stream's p-th draw; a download's from (seed, SIM_RNG_COMPRESS, 1 << 62 | part << 60 | client
+ * << 32 | round): a function of the job alone, so any worker count sends the same bytes.
  */
 #include "algos/algo.h"
 
@@ -37,7 +41,7 @@ size_t fl_up_bytes(const fl_env *env)
     return c ? nn_comp_bytes(c, env->arch->layout.n_params) : fl_dense_msg_bytes(env->arch);
 }
 
-void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_t round,
+void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_t round, int part,
                   msgpack_sbuffer *out)
 {
     const nn_comp *c = active(env->comp_down);
@@ -50,7 +54,8 @@ void fl_down_pack(const fl_env *env, const float *params, int32_t client, int32_
     nn_comp_gather(env->arch, params, v);
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_COMPRESS,
-                 1ull << 62 | (uint64_t)(uint32_t)client << 32 | (uint32_t)round);
+                 1ull << 62 | (uint64_t)part << 60 | (uint64_t)(uint32_t)client << 32 |
+                         (uint32_t)round);
     nn_comp_encode(out, c, v, n, &r, NULL);
     free(v);
 }
@@ -78,8 +83,9 @@ int fl_up_unpack(const fl_env *env, float *params, const void *buf, size_t len, 
     return unpack(env, active(env->comp_up), params, buf, len, "up message", err);
 }
 
-/* The residual kept in priv (n values) into e; zero when there is none. */
-static int residual_load(const void *priv, size_t len, float *e, size_t n, sim_err *err)
+/* The residual of part kept in priv (n values) into e; zero when there is none. */
+static int residual_load(const void *priv, size_t len, const char *key, float *e, size_t n,
+                         sim_err *err)
 {
     memset(e, 0, n * sizeof(float));
     msgpack_unpacked u;
@@ -90,14 +96,14 @@ static int residual_load(const void *priv, size_t len, float *e, size_t n, sim_e
             rc = SIM_EFORMAT;
             break;
         }
-        const msgpack_object *v = nn_map_get(&u.data, "residual");
+        const msgpack_object *v = nn_map_get(&u.data, key);
         if (v) rc = nn_unpack_f32(e, n, v, "kept residual", err);
     }
     msgpack_unpacked_destroy(&u);
     return rc;
 }
 
-int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, fl_result *res,
+int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, int part, fl_result *res,
                sim_err *err)
 {
     const nn_comp *c = active(env->comp_up);
@@ -110,14 +116,21 @@ int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, fl_resu
     float *v = sim_xmalloc(3 * (n ? n : 1) * sizeof(float)), *e = v + n, *sent = e + n;
     nn_comp_gather(env->arch, delta, v);
     int rc = SIM_OK;
+    const char *key = part ? "residual1" : "residual";
     if (c->error_feedback) {
-        rc = residual_load(job->priv, job->priv_len, e, n, err);
+        rc = residual_load(job->priv, job->priv_len, key, e, n, err);
         for (size_t i = 0; i < n && !rc; i++)
             v[i] += e[i];
     }
     if (!rc) {
         sim_rng r;
         sim_rng_seed(&r, env->seed, SIM_RNG_COMPRESS, job->stream);
+        if (part) {
+            uint64_t sub = 0;
+            for (int p = 0; p < part; p++)
+                sub = sim_rng_u64(&r);
+            sim_rng_seed(&r, sub, SIM_RNG_COMPRESS, (uint64_t)part);
+        }
         nn_comp_encode(&res->up, c, v, n, &r, sent);
         res->up_bytes = res->up.size;
     }
@@ -127,7 +140,7 @@ int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, fl_resu
         msgpack_packer pk;
         msgpack_packer_init(&pk, &res->priv, msgpack_sbuffer_write);
         msgpack_pack_map(&pk, 1);
-        nn_pack_str(&pk, "residual");
+        nn_pack_str(&pk, key);
         nn_pack_f32(&pk, e, n);
     }
     free(v);

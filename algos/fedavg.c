@@ -55,7 +55,7 @@ size_t fl_fedavg_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *o
     fedavg *s = p;
     if (!out) return s->msg_bytes;
     size_t before = out->size;
-    fl_down_pack(s->env, s->global, client, round, out);
+    fl_down_pack(s->env, s->global, client, round, 0, out);
     return out->size - before;
 }
 
@@ -82,7 +82,7 @@ int fl_fedavg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_resul
     for (size_t j = 0; j < nf; j++) /* the upload is the change, computed in place in ref */
         w->ref[j] = m->params[j] - w->ref[j];
     fl_momentum_save(env, m, res); /* before fl_up_pack's residual: fl_momentum_load's place */
-    return fl_up_pack(env, job, w->ref, res, err);
+    return fl_up_pack(env, job, w->ref, 0, res, err);
 }
 
 static int fedavg_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,

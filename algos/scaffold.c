@@ -14,7 +14,10 @@
  *     x ← x + η_g · Σ_S weight_i Δy_i / Σ_S mass_i     (FedAvg's step, η_g = algorithm.server_lr)
  *     c ← c + (1/N) Σ_S Δc_i                            (N = every client of the federation),
  * so c stays the mean of the c_i of all N clients. Each message is two parameter messages
- * (nn/pack.h) back to back, down [x][c] and up [Δy][Δc]: twice FedAvg's bytes both ways.
+ * (nn/pack.h) back to back, down [x][c] and up [Δy][Δc]: twice FedAvg's bytes both ways. Under
+ * `compression:` each of the two is compressed on its own (algos/compress.c: part 0 and 1), with
+ * a residual of its own under error feedback; a compressed Δc leaves c off the mean of the c_i
+ * by what it left out until error feedback sends it.
  *
  * Choices where the paper is silent:
  * - Async staleness weights scale Δy only, as FedAvg's (through weight); Δc is added as it is.
@@ -82,12 +85,12 @@ static size_t scaffold_down(void *p, int32_t client, int32_t round, msgpack_sbuf
     if (!out) return 2 * s->f.msg_bytes;
     size_t before = out->size;
     fl_fedavg_down(&s->f, client, round, out);
-    nn_pack_params(out, s->f.env->arch, s->c);
+    fl_down_pack(s->f.env, s->c, client, round, 1, out);
     return out->size - before;
 }
 
 /* Where the first of a message's two parameter messages ends (*mid), checking that the second
- * one fills the rest: the framing alone, the parameters are read by nn_unpack_params. */
+ * one fills the rest: the framing alone, the parameters are read by fl_down_unpack/fl_up_unpack. */
 static int split_pair(const void *buf, size_t len, size_t *mid, const char *what, sim_err *err)
 {
     size_t end;
@@ -122,15 +125,14 @@ static int scaffold_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
     if (env->cost_only) {
         fl_local_sgd_with(env, job, m, 0, add_correction, NULL, res);
         if (!w->msg_bytes) w->msg_bytes = fl_dense_msg_bytes(env->arch);
-        res->up_bytes = 2 * w->msg_bytes;
+        int packed = env->comp_up && env->comp_up->scheme != NN_COMP_NONE;
+        res->up_bytes = 2 * (packed ? fl_up_bytes(env) : w->msg_bytes);
         return SIM_OK;
     }
     float *c = sim_xcalloc(3 * nf, sizeof(float)), *ci = c + nf, *corr = ci + nf;
     int rc = split_pair(job->down, job->down_len, &mid, "down message", err);
-    if (!rc) rc = nn_unpack_params(m->params, env->arch, job->down, mid, "down message", err);
-    if (!rc)
-        rc = nn_unpack_params(c, env->arch, (const char *)job->down + mid, job->down_len - mid,
-                              "down message", err);
+    if (!rc) rc = fl_down_unpack(env, m->params, job->down, mid, err);
+    if (!rc) rc = fl_down_unpack(env, c, (const char *)job->down + mid, job->down_len - mid, err);
     if (!rc && job->priv) /* else c_i = 0: the client's first job */
         rc = nn_unpack_params(ci, env->arch, job->priv, job->priv_len, "private state", err);
     if (rc) {
@@ -157,12 +159,11 @@ static int scaffold_train(const fl_env *env, const fl_job *job, fl_worker *w, fl
         }
     for (size_t j = 0; j < nf; j++) /* Δy = y − x, in place in ref */
         w->ref[j] = m->params[j] - w->ref[j];
-    nn_pack_params(&res->up, env->arch, w->ref);
-    nn_pack_params(&res->up, env->arch, corr);
-    res->up_bytes = res->up.size;
-    nn_pack_params(&res->priv, env->arch, ci);
+    nn_pack_params(&res->priv, env->arch, ci); /* first: the residuals follow it */
+    rc = fl_up_pack(env, job, w->ref, 0, res, err);
+    if (!rc) rc = fl_up_pack(env, job, corr, 1, res, err);
     free(c);
-    return SIM_OK;
+    return rc;
 }
 
 /* Δy into FedAvg's sums (weight scales it, mass normalizes), Δc into its own sum as it is; a
@@ -173,9 +174,7 @@ static int scaffold_absorb(void *p, int32_t client, const void *up, size_t len, 
     scaffold *s = p;
     size_t mid, nf = s->f.env->arch->layout.n_floats;
     int rc = split_pair(up, len, &mid, "up message", err);
-    if (!rc)
-        rc = nn_unpack_params(s->dc, s->f.env->arch, (const char *)up + mid, len - mid,
-                              "up message", err);
+    if (!rc) rc = fl_up_unpack(s->f.env, s->dc, (const char *)up + mid, len - mid, err);
     if (!rc) rc = fl_fedavg_absorb(&s->f, client, up, mid, weight, mass, err);
     if (rc) return rc;
     for (size_t j = 0; j < nf; j++)
@@ -235,7 +234,7 @@ const fl_algo fl_scaffold = {
         .version = FL_ALGO_VERSION,
         .name = "scaffold",
         .summary = "SCAFFOLD: FedAvg with control variates correcting client drift (option II)",
-        .flags = FL_HAS_GLOBAL | FL_PLAIN_SGD,
+        .flags = FL_HAS_GLOBAL | FL_PLAIN_SGD | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
         .server_new = scaffold_new,
         .server_free = scaffold_free,
         .job_down = scaffold_down,

@@ -592,7 +592,7 @@ static int load_compression(sim_scenario *sc, section *root, sim_err *err)
                 }
             return sim_yaml_fail(at, err,
                                  "compression.%s.scheme: %s: %s %s is not one dense float vector "
-                                 "(thresholds, masks, several vectors or sub-models); compression "
+                                 "(thresholds, masks, scores or sub-models); compression "
                                  "applies to %s",
                                  dir, nn_comp_names[sch], sc->cfg.name,
                                  d ? "sends no model that" : "uploads something that", can);

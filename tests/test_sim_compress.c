@@ -1,7 +1,8 @@
 /* tests/test_sim_compress.c -- `compression:` end to end through the fedsim binary ($FEDSIM_BIN)
  * on scenarios/tiny.yaml: a FedAvg run with topk (error feedback, beside persistent momentum) up
- * and fp16 down writes the same outputs with 0 and 2 workers, and stopped after a checkpoint and
- * resumed ends as the straight run (the residuals ride in the clients' private state); a run's
+ * and fp16 down, and a SCAFFOLD run with qsgd (error feedback on Δy and Δc) up and bf16 down,
+ * write the same outputs with 0 and 2 workers, and stopped after a checkpoint and resumed end as
+ * the straight runs (the residuals ride in the clients' private state); a run's
  * bytes are its messages' lengths (fp16 and qsgd: participants × the length nn_comp_bytes
  * computes, every round, and the cost-only run's; topk: no more than cost-only prices); and an
  * algorithm that sends no dense vector, a sparse download or randk's error feedback are refused
@@ -17,10 +18,13 @@
 static char dir[64];
 static const char *bin;
 
-static const char *const TOPK = "--set algorithm.momentum=0.5 "
-                                "--set algorithm.persistent_momentum=true "
-                                "--set 'compression={up: {scheme: topk, ratio: 0.05}, "
-                                "down: {scheme: fp16}}'";
+/* FedAvg with topk and its residual beside persistent momentum, fp16 models; SCAFFOLD with
+ * qsgd and error feedback on both its vectors, bf16 models */
+static const char *const CASES[2] = {
+        "--set algorithm.momentum=0.5 --set algorithm.persistent_momentum=true "
+        "--set 'compression={up: {scheme: topk, ratio: 0.05}, down: {scheme: fp16}}'",
+        "--set algorithm.name=scaffold --set 'compression={up: {scheme: qsgd, levels: 15, "
+        "error_feedback: true}, down: {scheme: bf16}}'"};
 
 /* Run tiny.yaml into dir/name with args (env before the command); the exit status, stderr in
  * dir/name.err. */
@@ -82,21 +86,25 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     char args[1024];
     /* 0 and 2 workers, and a run resumed from its checkpoint at aggregation 2 */
-    snprintf(args, sizeof args, "--workers 0 %s", TOPK);
-    CHECK(run("", "w0", args) == 0);
-    snprintf(args, sizeof args, "--workers 2 %s", TOPK);
-    CHECK(run("", "w2", args) == 0);
-    CHECK_MSG(test_same_outputs(dir, "w0", "w2", 1), "topk/fp16: --workers 2 = in-process");
-    CHECK(run("", "plain", "--workers 0") == 0);
-    CHECK_MSG(!test_same_outputs(dir, "w0", "plain", 0), "compression changes the run");
-    snprintf(args, sizeof args, "--workers 0 --checkpoint-every 2 %s", TOPK);
-    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "re", args) == 130);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s resume %s/re -q --plots none --workers 0 >/dev/null 2>&1", bin,
-             dir);
-    int st = system(cmd);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK_MSG(test_same_outputs(dir, "w0", "re", 1), "topk/fp16: resumed = straight");
+    CHECK(run("", "plain", "--workers 0") == 0);
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "--workers 0 %s", CASES[i]);
+        CHECK(run("", "w0", args) == 0);
+        snprintf(args, sizeof args, "--workers 2 %s", CASES[i]);
+        CHECK(run("", "w2", args) == 0);
+        CHECK_MSG(test_same_outputs(dir, "w0", "w2", 1), "%s: --workers 2 = in-process", CASES[i]);
+        CHECK_MSG(!test_same_outputs(dir, "w0", "plain", 0), "compression changes the run");
+        snprintf(cmd, sizeof cmd, "rm -rf %s/re", dir);
+        CHECK(system(cmd) == 0);
+        snprintf(args, sizeof args, "--workers 0 --checkpoint-every 2 %s", CASES[i]);
+        CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "re", args) == 130);
+        snprintf(cmd, sizeof cmd, "%s resume %s/re -q --plots none --workers 0 >/dev/null 2>&1",
+                 bin, dir);
+        int st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        CHECK_MSG(test_same_outputs(dir, "w0", "re", 1), "%s: resumed = straight", CASES[i]);
+    }
 
     /* bytes: participants × each message's length, trained and cost-only alike */
     size_t n = 14884; /* fedpews-mlp's parameters */
