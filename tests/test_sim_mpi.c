@@ -91,7 +91,10 @@ int main(void)
                "Open MPI (apt-get install libopenmpi-dev openmpi-bin; see build/mpi.log)\n");
         return CHECK_DONE();
     }
-    CHECK_MSG(access(mpibin, X_OK) == 0, "%s exists (make mpi; see build/mpi.log)", mpibin);
+    if (access(mpibin, X_OK)) { /* mpirun would wait for ranks that never start */
+        CHECK_MSG(0, "%s exists (make mpi; see build/mpi.log)", mpibin);
+        return CHECK_DONE();
+    }
     /* Open MPI refuses root without these, and -np 3 on a smaller machine without
      * --oversubscribe; MPICH's mpirun needs neither flag */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
