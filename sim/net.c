@@ -341,7 +341,8 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
 {
     *changed = net->changed;
     if (!net->any_dirty) return 0;
-    scratch(net);
+    scratch(net); /* may move changed */
+    *changed = net->changed;
     int L = net->n_links, nc = 0, m = 0;
     for (int l = 0; l < L; l++)
         net->uf[l] = l;

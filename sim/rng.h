@@ -23,6 +23,7 @@ enum {
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
+    SIM_RNG_NET = 14,         /* network.groups' share draws; index: group */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -762,8 +762,8 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     snprintf(sc->name, sizeof sc->name, "%s", nv);
     /* the sections' names are read below, after a file may have been opened: a misspelled one
      * is reported first */
-    static const char *const sections[] = {"dataset",    "partition", "model",  "algorithm",
-                                           "federation", "eval",      "devices"};
+    static const char *const sections[] = {"dataset",    "partition", "model",   "algorithm",
+                                           "federation", "eval",      "devices", "network"};
     for (size_t i = 0; i < SIM_ARRAY_LEN(sections); i++)
         sim_yaml_get(sc->doc, sections[i]);
     sim_top_keys top = {0};
@@ -789,7 +789,8 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         goto fail;
     }
     if ((rc = load_algorithm(sc, err)) || (rc = load_federation(sc, &root, err)) ||
-        (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)))
+        (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)) ||
+        (rc = sim_scenario_load_network(sc, &root, err)))
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
     sc->spec.name = sc->name;
@@ -812,6 +813,8 @@ void sim_scenario_destroy(sim_scenario *sc)
             dev_profile_destroy(&sc->devices[c]);
     free(sc->devices);
     free(sc->capacity);
+    free(sc->net.groups);
+    free(sc->net.group_of);
     fl_config_destroy(&sc->cfg);
     nn_partition_destroy(&sc->part);
     nn_dataset_destroy(&sc->train);
