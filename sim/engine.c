@@ -332,6 +332,14 @@ arrived:
                                 : sim_sync_arrival(e, ev->who, err);
 }
 
+/* The next event into *ev; 0 when there is none. With a network, the flows' rates are solved
+ * before time moves on, once for every change at this instant (engine_net.c). */
+static int next_event(sim_engine *e, sim_event *ev)
+{
+    if (e->net) sim_eng_net_settle(e);
+    return sim_queue_pop(&e->q, ev);
+}
+
 int sim_engine_run(sim_engine *e, sim_err *err)
 {
     e->wall_start = e->wall_last = e->ckpt_wall = sim_eng_wall_s();
@@ -346,9 +354,8 @@ int sim_engine_run(sim_engine *e, sim_err *err)
     int rc = e->resumed                     ? (pending ? sim_sync_start_round(e, err) : SIM_OK)
              : e->spec.fed.mode == SIM_SYNC ? sim_sync_start_round(e, err)
                                             : sim_async_fill(e, err);
-    if (!rc && e->net) sim_eng_net_settle(e);
     sim_event ev;
-    while (!rc && !e->done && sim_queue_pop(&e->q, &ev)) {
+    while (!rc && !e->done && next_event(e, &ev)) {
         if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {
             e->now = e->spec.fed.max_time;
             break;
@@ -356,7 +363,6 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         e->now = ev.at;
         int round = e->round;
         rc = handle(e, &ev, err);
-        if (!rc && e->net) sim_eng_net_settle(e);
         if (!rc) rc = sim_eng_outputs_failed(e, err);
         if (!rc && !e->done) rc = boundary(e, e->round != round, &e->stopped, err);
         if (e->stopped) break;

@@ -200,7 +200,8 @@ void sim_eng_net_free(sim_engine *e);
 /* Client c's job was just dispatched (job and ph as dev_price priced it alone): start its
  * download. */
 void sim_eng_net_dispatch(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph);
-/* After an event: the flows' new rates, their end events moved. */
+/* Before time moves on from now (no event left at now): the flows' new rates, their end events
+ * moved; nothing while events at now remain. */
 void sim_eng_net_settle(sim_engine *e);
 int sim_eng_net_flow_end(sim_engine *e, const sim_event *ev);
 void sim_eng_net_download_done(sim_engine *e, int32_t c);

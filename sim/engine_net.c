@@ -16,8 +16,10 @@
  * longer the event's time) is stale and ignored. An event at a moved flow's old time can only
  * match a later flow of the same client ending at that same instant, which it then ends at its
  * own finish, as the flow's own event would. A lost job's flow is freed at the instant it is
- * lost; a late upload keeps its flow until it is sent. sim_eng_net_settle runs after every event,
- * so the flows of a whole dispatch batch are solved once.
+ * lost; a late upload keeps its flow until it is sent. sim_eng_net_settle runs before time moves
+ * on, so the flows of a whole dispatch batch, or of the many downloads that end together, are
+ * solved once; a checkpoint holds the changes not yet solved (the links they touched) rather than
+ * solving them, so a resumed run solves when the straight run does.
  *
  * Links: 0 and 1 the server's up and down, 2 + 2g and 3 + 2g group g's. An unlimited link is on
  * no path. A client's own link caps its flows (sim/net.h). busy_until (what sync's retry of an
@@ -131,6 +133,8 @@ void sim_eng_net_dispatch(sim_engine *e, int32_t c, const dev_job *job, const de
 
 void sim_eng_net_settle(sim_engine *e)
 {
+    const sim_event *next = sim_queue_peek(&e->q);
+    if (next && next->at == e->now) return; /* more changes may come at this instant */
     const int32_t *ch;
     int n = sim_net_settle(e->net, e->now, &ch);
     for (int i = 0; i < n; i++) {
@@ -189,7 +193,7 @@ void sim_eng_net_job_end(sim_engine *e, int32_t c)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* checkpoints: [flows in id order, the clients' netjobs] */
+/* checkpoints: [flows in id order, the clients' netjobs, the links changed and not yet solved] */
 
 /* clang-format off */
 #define INT(st, m, lo, hi) {#m, SIM_F_INT, offsetof(st, m), sizeof(((st *)0)->m), 0, {0, lo}, {0, hi}}
@@ -207,7 +211,7 @@ static const sim_field flow_fields[] = {
         F64(sim_net_flow, rem),
         F64(sim_net_flow, rate),
         INT(sim_net_flow, t0, 0, INT64_MAX),
-        INT(sim_net_flow, finish, 0, INT64_MAX),
+        INT(sim_net_flow, finish, -1, INT64_MAX),
 };
 
 static const sim_field netjob_fields[] = {
@@ -230,20 +234,27 @@ void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk)
     int n = sim_net_count(e->net);
     sim_net_flow *fl = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *fl);
     sim_net_flows(e->net, fl);
-    msgpack_pack_array(pk, 2);
+    int *dirty = sim_xmalloc(sizeof(int) * (size_t)sim_net_links(e->net));
+    int nd = sim_net_dirty_links(e->net, dirty);
+    msgpack_pack_array(pk, 3);
     sim_record_pack_list(pk, flow_fields, COUNT(flow_fields), fl, sizeof *fl, (size_t)n);
     sim_record_pack_list(pk, netjob_fields, COUNT(netjob_fields), e->nj, sizeof *e->nj,
                          (size_t)e->n);
+    msgpack_pack_array(pk, (size_t)nd);
+    for (int i = 0; i < nd; i++)
+        msgpack_pack_int(pk, dirty[i]);
     free(fl);
+    free(dirty);
 }
 
 const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n)
 {
-    if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
+    if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 3 ||
         o->via.array.ptr[0].type != MSGPACK_OBJECT_ARRAY ||
         o->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY ||
-        o->via.array.ptr[1].via.array.size != (uint32_t)e->n)
-        return "not [flows, a job per client]";
+        o->via.array.ptr[1].via.array.size != (uint32_t)e->n ||
+        o->via.array.ptr[2].type != MSGPACK_OBJECT_ARRAY)
+        return "not [flows, a job per client, links changed]";
     const msgpack_object *jobs = o->via.array.ptr[1].via.array.ptr;
     for (int32_t c = 0; c < e->n; c++) {
         const char *bad =
@@ -265,13 +276,23 @@ const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why
             bad = "phase";
         for (int k = 0; !bad && k < f.n_path; k++)
             if (f.path[k] >= n_links) bad = "path";
-        if (!bad && !(f.cap > 0 && f.rate > 0 && f.size > 0 && f.rem >= 0 && f.rem <= f.size))
+        if (!bad && !(f.cap > 0 && (f.finish < 0 ? f.rate == 0 && f.rem == f.size : f.rate > 0) &&
+                      f.size > 0 && f.rem >= 0 && f.rem <= f.size))
             bad = "rate";
         if (bad) {
             snprintf(why, n, "flow %u: %s", i, bad);
             return why;
         }
         sim_net_restore(e->net, &f);
+    }
+    const msgpack_object *dl = &o->via.array.ptr[2];
+    for (uint32_t i = 0; i < dl->via.array.size; i++) {
+        const msgpack_object *l = &dl->via.array.ptr[i];
+        if (l->type != MSGPACK_OBJECT_POSITIVE_INTEGER || l->via.u64 >= (uint64_t)n_links) {
+            snprintf(why, n, "changed link %u: not a link", i);
+            return why;
+        }
+        sim_net_mark(e->net, (int)l->via.u64);
     }
     return NULL;
 }

@@ -21,8 +21,7 @@ struct sim_net {
     double *bps;     /* [n_links] capacities */
     int *dirty;      /* [n_links] touched since the last settle */
     int any_dirty;   /* some flow without shared links, or a link, was touched */
-    sim_net_flow *f; /* active flows, in no particular order */
-    int *fresh;      /* [n] per flow: started since the last settle */
+    sim_net_flow *f; /* active flows, in no particular order; finish -1: not settled yet */
     int n, cap;
     int32_t n_ids;
     int32_t *slot;    /* [n_ids] index of id's flow in f, -1 none */
@@ -68,7 +67,6 @@ void sim_net_free(sim_net *net)
     free(net->bps);
     free(net->dirty);
     free(net->f);
-    free(net->fresh);
     free(net->slot);
     free(net->changed);
     free(net->uf);
@@ -91,17 +89,16 @@ static void grow(sim_net *net)
     if (net->n < net->cap) return;
     net->cap = net->cap ? 2 * net->cap : 64;
     net->f = sim_xrealloc(net->f, sizeof *net->f * (size_t)net->cap);
-    net->fresh = sim_xrealloc(net->fresh, sizeof(int) * (size_t)net->cap);
 }
 
-static void add_flow(sim_net *net, const sim_net_flow *f, int fresh)
+static void add_flow(sim_net *net, const sim_net_flow *f)
 {
     assert(f->id >= 0 && f->id < net->n_ids && net->slot[f->id] < 0 && "one flow per id");
     assert(f->n_path >= 0 && f->n_path <= SIM_NET_PATH && f->cap > 0);
     grow(net);
     net->slot[f->id] = net->n;
-    net->fresh[net->n] = fresh;
     net->f[net->n++] = *f;
+    if (f->finish < 0) net->any_dirty = 1;
 }
 
 void sim_net_start(sim_net *net, int32_t id, sim_time now, double bits, double cap, const int *path,
@@ -120,13 +117,32 @@ void sim_net_start(sim_net *net, int32_t id, sim_time now, double bits, double c
         f.path[k] = path[k];
         net->dirty[path[k]] = 1;
     }
-    add_flow(net, &f, 1);
-    net->any_dirty = 1;
+    add_flow(net, &f);
 }
 
 void sim_net_restore(sim_net *net, const sim_net_flow *f)
 {
-    add_flow(net, f, 0);
+    add_flow(net, f);
+}
+
+int sim_net_dirty_links(const sim_net *net, int *out)
+{
+    int k = 0;
+    for (int l = 0; l < net->n_links; l++)
+        if (net->dirty[l]) out[k++] = l;
+    return k;
+}
+
+void sim_net_mark(sim_net *net, int l)
+{
+    assert(l >= 0 && l < net->n_links);
+    net->dirty[l] = 1;
+    net->any_dirty = 1;
+}
+
+int sim_net_links(const sim_net *net)
+{
+    return net->n_links;
 }
 
 /* Bits f has left at now >= t0. */
@@ -148,7 +164,6 @@ double sim_net_stop(sim_net *net, int32_t id, sim_time now)
     net->slot[id] = -1;
     if (s != net->n - 1) {
         net->f[s] = net->f[net->n - 1];
-        net->fresh[s] = net->fresh[net->n - 1];
         net->slot[net->f[s].id] = s;
     }
     net->n--;
@@ -363,19 +378,19 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
         if (net->f[s].n_path > 0 && net->in_comp[net->f[s].path[0]]) net->comp[m++] = s;
     sort_net = net;
     qsort(net->comp, (size_t)m, sizeof(int), cmp_id);
-    /* new rates go to rem[]'s neighbour array: order[] is the solver's, so borrow a fresh one */
+    /* the new rates, by slot: unchanged but for the components solved */
     double *rate = sim_xmalloc(sizeof(double) * (size_t)(net->n > 0 ? net->n : 1));
     for (int s = 0; s < net->n; s++)
         rate[s] = net->f[s].n_path == 0 ? net->f[s].cap : net->f[s].rate;
     if (m) solve(net, net->comp, m, rate);
     for (int s = 0; s < net->n; s++) {
         sim_net_flow *f = &net->f[s];
-        if (rate[s] == f->rate && !net->fresh[s]) continue;
-        if (!net->fresh[s]) f->rem = left_at(f, now);
+        int fresh = f->finish < 0; /* it has sent nothing yet: rem is its size */
+        if (rate[s] == f->rate && !fresh) continue;
+        if (!fresh) f->rem = left_at(f, now);
         if (f->rem < 0) f->rem = 0; /* its finish rounded up past its last bit */
         f->t0 = now;
         f->rate = rate[s];
-        net->fresh[s] = 0;
         sim_time d = sim_time_from_s(f->rem / f->rate);
         if (now + d != f->finish) {
             f->finish = now + d;

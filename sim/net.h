@@ -45,7 +45,7 @@ typedef struct sim_net_flow {
     double size;            /* bits sent in all */
     double rem;             /* bits left at t0 */
     double rate;            /* bit/s since t0 (0 until its first settle) */
-    sim_time t0, finish;    /* finish: t0 + rem / rate, -1 until its first settle */
+    sim_time t0, finish;    /* finish: t0 + rem / rate; -1 until its first settle */
 } sim_net_flow;
 
 /* A network of n_links shared links of capacity bps[l] (> 0; INFINITY: unlimited) for flows of
@@ -54,7 +54,8 @@ sim_net *sim_net_new(int n_links, const double *bps, int32_t n_ids);
 void sim_net_free(sim_net *net);
 
 /* Start id's flow at now: bits (> 0) through path[0 .. n_path) under its own cap (bit/s > 0). It
- * has no rate until the next sim_net_settle. id must have no flow. */
+ * has no rate, and sends nothing, until the next sim_net_settle, which is meant to come at the
+ * same instant (after every change at that instant). id must have no flow. */
 void sim_net_start(sim_net *net, int32_t id, sim_time now, double bits, double cap, const int *path,
                    int n_path);
 /* End id's flow at now (its finish, or earlier: the transfer is abandoned) and return the bits it
@@ -75,8 +76,13 @@ sim_time sim_net_finish(const sim_net *net, int32_t id);
 int sim_net_flows(const sim_net *net, sim_net_flow *out);
 int sim_net_count(const sim_net *net);
 /* Restore a flow as sim_net_flows gave it (a checkpoint), rate and finish included, without
- * solving; a net restored flow by flow is as it was. */
+ * solving, and the links sim_net_dirty_links gave marked again: a net restored so is as it was,
+ * changes not yet settled included. */
 void sim_net_restore(sim_net *net, const sim_net_flow *f);
+/* The links changed since the last settle, into out (room for sim_net_links); how many. */
+int sim_net_dirty_links(const sim_net *net, int *out);
+void sim_net_mark(sim_net *net, int l);
+int sim_net_links(const sim_net *net);
 /* The sum of the current rates on link l (bit/s). */
 double sim_net_link_load(const sim_net *net, int l);
 
