@@ -339,11 +339,11 @@ static int queued_kind(int kind, int32_t who)
     case SIM_EV_TRAIN_DONE:
     case SIM_EV_UPLOAD_DONE:
     case SIM_EV_JOB_LOST:
-    case SIM_EV_FLOW_END: /* with a network only: unpack_queue checks */
         return who >= 0;
     case SIM_EV_ROUND_START:
     case SIM_EV_DEADLINE:
     case SIM_EV_RETRY:
+    case SIM_EV_FLOW_END: /* with a network only: unpack_queue checks */
         return who == -1;
     default:
         return 0;

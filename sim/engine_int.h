@@ -59,8 +59,8 @@ typedef struct sim_netjob {
     int phase;           /* SIM_NJ_* */
 } sim_netjob;
 
-/* A flow's last bit (engine_net.c): an event of the engine's own, after the logged kinds, never
- * written to the event log */
+/* The next flows' last bits (engine_net.c): an event of the engine's own, after the logged
+ * kinds, never written to the event log */
 enum { SIM_EV_FLOW_END = SIM_EV_COUNT };
 
 /* async: an update waiting for the next aggregation */
@@ -134,10 +134,11 @@ struct sim_engine {
     double ckpt_wall;    /* wall time of the last checkpoint (or of the start) */
     int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
-    int resumed;    /* restored from a checkpoint: the run continues instead of starting */
-    int stopped;    /* stopped on request after writing a checkpoint */
-    sim_net *net;   /* the shared links (spec.net), or NULL: transfers priced alone */
-    sim_netjob *nj; /* [n] with net */
+    int resumed;       /* restored from a checkpoint: the run continues instead of starting */
+    int stopped;       /* stopped on request after writing a checkpoint */
+    sim_net *net;      /* the shared links (spec.net), or NULL: transfers priced alone */
+    sim_netjob *nj;    /* [n] with net */
+    sim_time net_next; /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
 };
 
 /* engine.c: the loop's services to the protocols */

@@ -6,16 +6,16 @@
  *   dispatch      the download's flow starts (no bytes: the dispatch reaches the device after its
  *                 latency, as without a network), and the job's loss is scheduled at the instant
  *                 its client goes offline, which any later event of the job then finds;
- *   flow end      (SIM_EV_FLOW_END, at the flow's finish) the flow is stopped and its phase's
- *                 event (download_done, upload_done) follows after the client's latency, the
- *                 last bit's propagation;
+ *   flow end      (SIM_EV_FLOW_END, at the earliest finish of a flow) the flows due are
+ *                 stopped, in client order, and each one's phase's event (download_done,
+ *                 upload_done) follows after its client's latency, the last bit's propagation;
  *   download_done the training is priced from now on (dev_compute_ns, the client's speed trace
  *                 from here) and scheduled;
  *   train_done    the upload's flow starts (a job without an upload has arrived).
- * A flow's end event carries its job's id; one whose flow has moved since (its finish is no
- * longer the event's time) is stale and ignored. An event at a moved flow's old time can only
- * match a later flow of the same client ending at that same instant, which it then ends at its
- * own finish, as the flow's own event would. A lost job's flow is freed at the instant it is
+ * One SIM_EV_FLOW_END is queued for the whole network, at its earliest finish (e->net_next),
+ * rather than one per flow, which every change of rates would move: a solve then costs one push
+ * however many flows it moves. An event at a time no flow finishes any more (its flows moved
+ * later) finds none due and does nothing. A lost job's flow is freed at the instant it is
  * lost; a late upload keeps its flow until it is sent. sim_eng_net_settle runs before time moves
  * on, so the flows of a whole dispatch batch, or of the many downloads that end together, are
  * solved once; a checkpoint holds the changes not yet solved (the links they touched) rather than
@@ -43,6 +43,7 @@ static sim_time sat_add(sim_time a, sim_time b)
 
 void sim_eng_net_new(sim_engine *e)
 {
+    e->net_next = -1;
     const sim_net_config *nc = e->spec.net;
     int n_links = 2 + 2 * nc->n_groups;
     double *bps = sim_xmalloc(sizeof(double) * (size_t)n_links);
@@ -137,19 +138,21 @@ void sim_eng_net_settle(sim_engine *e)
     if (next && next->at == e->now) return; /* more changes may come at this instant */
     const int32_t *ch;
     int n = sim_net_settle(e->net, e->now, &ch);
-    for (int i = 0; i < n; i++) {
-        int32_t c = ch[i];
-        sim_eng_schedule(e, sim_net_finish(e->net, c), SIM_EV_FLOW_END, c, e->c[c].job_id);
-        project(e, c);
+    for (int i = 0; i < n; i++)
+        project(e, ch[i]);
+    sim_time t = sim_net_next(e->net);
+    /* queued, unless it is already (a duplicate would only cost a pop) */
+    if (t >= 0 && t != e->net_next) {
+        sim_eng_schedule(e, t, SIM_EV_FLOW_END, -1, 0);
+        e->net_next = t;
     }
 }
 
-int sim_eng_net_flow_end(sim_engine *e, const sim_event *ev)
+/* Client c's flow ends now. */
+static void flow_end(sim_engine *e, int32_t c)
 {
-    int32_t c = ev->who;
     sim_client *cl = &e->c[c];
     sim_netjob *j = &e->nj[c];
-    if (sim_net_finish(e->net, c) != ev->at) return SIM_OK; /* it moved since: stale */
     sim_net_stop(e->net, c, e->now);
     sim_time waited = e->now - j->flow_start - j->own_ns;
     if (waited > 0) j->wait_ns += waited; /* a flow alone can end a rounding's ns early */
@@ -158,6 +161,17 @@ int sim_eng_net_flow_end(sim_engine *e, const sim_event *ev)
         sim_eng_schedule(e, t, j->phase == SIM_NJ_DOWN ? SIM_EV_DOWNLOAD_DONE : SIM_EV_UPLOAD_DONE,
                          c, cl->job_id);
     project(e, c);
+}
+
+int sim_eng_net_flow_end(sim_engine *e, const sim_event *ev)
+{
+    if (ev->at == e->net_next) e->net_next = -1; /* the queued one: no longer queued */
+    int n = sim_net_count(e->net);
+    int32_t *due = sim_xmalloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    int k = sim_net_due(e->net, e->now, due);
+    for (int i = 0; i < k; i++)
+        flow_end(e, due[i]);
+    free(due);
     return SIM_OK;
 }
 
@@ -193,7 +207,8 @@ void sim_eng_net_job_end(sim_engine *e, int32_t c)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* checkpoints: [flows in id order, the clients' netjobs, the links changed and not yet solved] */
+/* checkpoints: [flows in id order, the clients' netjobs, the links changed and not yet solved,
+ * net_next] */
 
 /* clang-format off */
 #define INT(st, m, lo, hi) {#m, SIM_F_INT, offsetof(st, m), sizeof(((st *)0)->m), 0, {0, lo}, {0, hi}}
@@ -236,25 +251,33 @@ void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk)
     sim_net_flows(e->net, fl);
     int *dirty = sim_xmalloc(sizeof(int) * (size_t)sim_net_links(e->net));
     int nd = sim_net_dirty_links(e->net, dirty);
-    msgpack_pack_array(pk, 3);
+    msgpack_pack_array(pk, 4);
     sim_record_pack_list(pk, flow_fields, COUNT(flow_fields), fl, sizeof *fl, (size_t)n);
     sim_record_pack_list(pk, netjob_fields, COUNT(netjob_fields), e->nj, sizeof *e->nj,
                          (size_t)e->n);
     msgpack_pack_array(pk, (size_t)nd);
     for (int i = 0; i < nd; i++)
         msgpack_pack_int(pk, dirty[i]);
+    msgpack_pack_int64(pk, e->net_next);
     free(fl);
     free(dirty);
 }
 
 const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n)
 {
-    if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 3 ||
+    if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4 ||
         o->via.array.ptr[0].type != MSGPACK_OBJECT_ARRAY ||
         o->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY ||
         o->via.array.ptr[1].via.array.size != (uint32_t)e->n ||
         o->via.array.ptr[2].type != MSGPACK_OBJECT_ARRAY)
-        return "not [flows, a job per client, links changed]";
+        return "not [flows, a job per client, links changed, next flow end]";
+    const msgpack_object *nx = &o->via.array.ptr[3];
+    if (nx->type == MSGPACK_OBJECT_POSITIVE_INTEGER && nx->via.u64 <= INT64_MAX)
+        e->net_next = (sim_time)nx->via.u64;
+    else if (nx->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && nx->via.i64 == -1)
+        e->net_next = -1;
+    else
+        return "next flow end";
     const msgpack_object *jobs = o->via.array.ptr[1].via.array.ptr;
     for (int32_t c = 0; c < e->n; c++) {
         const char *bad =

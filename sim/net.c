@@ -4,8 +4,9 @@
  * Workload: a few shared links (the server's two, two per group) and up to a few thousand flows
  * (the jobs in flight), started and stopped a few times per job. A settle finds the touched
  * components by union-find over the links (O(flows)), then solves each in O((F + L) log(F + L)):
- * flows sorted by cap, a heap of links by fair share (entries made stale by a later change of
- * the link are skipped), each flow frozen once.
+ * flows visited in (cap, id) order, a heap of links by fair share (entries made stale by a later
+ * change of the link are skipped), each flow frozen once. The id and (cap, id) orders are kept as
+ * flows start and stop (a binary search and a move of ids), not sorted at every solve.
  */
 #include "sim/net.h"
 
@@ -23,6 +24,9 @@ struct sim_net {
     int any_dirty;   /* some flow without shared links, or a link, was touched */
     sim_net_flow *f; /* active flows, in no particular order; finish -1: not settled yet */
     int n, cap;
+    /* the active ids in increasing id, and in increasing (cap, id): the orders a solve visits
+     * flows in, kept as flows come and go rather than sorted at every solve */
+    int32_t *by_id, *by_cap;
     int32_t n_ids;
     int32_t *slot;    /* [n_ids] index of id's flow in f, -1 none */
     int32_t *changed; /* settle's output */
@@ -67,6 +71,8 @@ void sim_net_free(sim_net *net)
     free(net->bps);
     free(net->dirty);
     free(net->f);
+    free(net->by_id);
+    free(net->by_cap);
     free(net->slot);
     free(net->changed);
     free(net->uf);
@@ -89,6 +95,44 @@ static void grow(sim_net *net)
     if (net->n < net->cap) return;
     net->cap = net->cap ? 2 * net->cap : 64;
     net->f = sim_xrealloc(net->f, sizeof *net->f * (size_t)net->cap);
+    net->by_id = sim_xrealloc(net->by_id, sizeof(int32_t) * (size_t)net->cap);
+    net->by_cap = sim_xrealloc(net->by_cap, sizeof(int32_t) * (size_t)net->cap);
+}
+
+/* 1 when flow a comes before flow b in (cap, id) order (by_cap), else by id alone */
+static int before(const sim_net_flow *a, const sim_net_flow *b, int by_cap)
+{
+    if (by_cap && a->cap != b->cap) return a->cap < b->cap;
+    return a->id < b->id;
+}
+
+/* Where f goes in order (n ids): the first position whose flow is not before f. */
+static int position(const sim_net *net, const int32_t *order, int n, const sim_net_flow *f,
+                    int by_cap)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (before(&net->f[net->slot[order[mid]]], f, by_cap))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void order_insert(sim_net *net, int32_t *order, const sim_net_flow *f, int by_cap)
+{
+    int at = position(net, order, net->n, f, by_cap);
+    memmove(order + at + 1, order + at, sizeof *order * (size_t)(net->n - at));
+    order[at] = f->id;
+}
+
+static void order_remove(sim_net *net, int32_t *order, const sim_net_flow *f, int by_cap)
+{
+    int at = position(net, order, net->n, f, by_cap);
+    assert(at < net->n && order[at] == f->id);
+    memmove(order + at, order + at + 1, sizeof *order * (size_t)(net->n - at - 1));
 }
 
 static void add_flow(sim_net *net, const sim_net_flow *f)
@@ -96,6 +140,8 @@ static void add_flow(sim_net *net, const sim_net_flow *f)
     assert(f->id >= 0 && f->id < net->n_ids && net->slot[f->id] < 0 && "one flow per id");
     assert(f->n_path >= 0 && f->n_path <= SIM_NET_PATH && f->cap > 0);
     grow(net);
+    order_insert(net, net->by_id, f, 0);
+    order_insert(net, net->by_cap, f, 1);
     net->slot[f->id] = net->n;
     net->f[net->n++] = *f;
     if (f->finish < 0) net->any_dirty = 1;
@@ -161,6 +207,8 @@ double sim_net_stop(sim_net *net, int32_t id, sim_time now)
     for (int k = 0; k < f->n_path; k++)
         net->dirty[f->path[k]] = 1;
     net->any_dirty = 1;
+    order_remove(net, net->by_id, f, 0);
+    order_remove(net, net->by_cap, f, 1);
     net->slot[id] = -1;
     if (s != net->n - 1) {
         net->f[s] = net->f[net->n - 1];
@@ -180,6 +228,22 @@ sim_time sim_net_finish(const sim_net *net, int32_t id)
 {
     const sim_net_flow *f = sim_net_flow_of(net, id);
     return f ? f->finish : -1;
+}
+
+sim_time sim_net_next(const sim_net *net)
+{
+    sim_time t = -1;
+    for (int s = 0; s < net->n; s++)
+        if (net->f[s].finish >= 0 && (t < 0 || net->f[s].finish < t)) t = net->f[s].finish;
+    return t;
+}
+
+int sim_net_due(const sim_net *net, sim_time now, int32_t *out)
+{
+    int k = 0;
+    for (int i = 0; i < net->n; i++)
+        if (net->f[net->slot[net->by_id[i]]].finish == now) out[k++] = net->by_id[i];
+    return k;
 }
 
 int sim_net_count(const sim_net *net)
@@ -230,21 +294,6 @@ static struct heap_ent heap_pop(struct heap_ent *h, int *n)
     return top;
 }
 
-static sim_net *sort_net; /* qsort has no context argument; a solve is never reentered */
-
-static int cmp_id(const void *a, const void *b)
-{
-    int32_t x = sort_net->f[*(const int *)a].id, y = sort_net->f[*(const int *)b].id;
-    return (x > y) - (x < y);
-}
-
-static int cmp_cap(const void *a, const void *b)
-{
-    const sim_net_flow *x = &sort_net->f[*(const int *)a], *y = &sort_net->f[*(const int *)b];
-    if (x->cap != y->cap) return x->cap < y->cap ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
 /* Link l's fair share now: what is left of it split over its flows not yet frozen. */
 static void push_share(sim_net *net, struct heap_ent *h, int *nh, int l)
 {
@@ -269,9 +318,9 @@ static void freeze(sim_net *net, struct heap_ent *h, int *nh, int s, double r, i
     }
 }
 
-/* Progressive filling over the m flow slots comp[] (sorted by id) and the links they cross
- * (in_comp set): their new rates into rate[slot]. */
-static void solve(sim_net *net, const int *comp, int m, double *rate)
+/* Progressive filling over the m flow slots comp[] (in id order; order[]: the same in (cap, id)
+ * order) and the links they cross (in_comp set): their new rates into rate[slot]. */
+static void solve(sim_net *net, const int *comp, const int *order, int m, double *rate)
 {
     int L = net->n_links;
     for (int l = 0; l < L; l++)
@@ -304,19 +353,16 @@ static void solve(sim_net *net, const int *comp, int m, double *rate)
         net->ver[l] = 0;
         if (net->in_comp[l]) push_share(net, h, &nh, l);
     }
-    memcpy(net->order, comp, sizeof(int) * (size_t)m);
-    sort_net = net;
-    qsort(net->order, (size_t)m, sizeof(int), cmp_cap);
     int next = 0, left = m;
     while (left > 0) {
-        while (next < m && net->frozen[net->order[next]])
+        while (next < m && net->frozen[order[next]])
             next++;
         while (nh > 0 && (h[0].ver != net->ver[h[0].link] || net->done[h[0].link]))
             heap_pop(h, &nh);
-        double cmin = next < m ? net->f[net->order[next]].cap : INFINITY;
+        double cmin = next < m ? net->f[order[next]].cap : INFINITY;
         if (nh == 0 || cmin <= h[0].share) { /* a flow reaches its own cap first */
             assert(next < m);
-            freeze(net, h, &nh, net->order[next], cmin, -1, rate);
+            freeze(net, h, &nh, order[next], cmin, -1, rate);
             left--;
             continue;
         }
@@ -346,12 +392,6 @@ static void scratch(sim_net *net)
                              sizeof *net->heap * (size_t)(net->n_links + c * SIM_NET_PATH + 1));
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
 {
     *changed = net->changed;
@@ -374,16 +414,21 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
         if (net->dirty[l]) net->in_comp[find(net->uf, l)] = 1;
     for (int l = 0; l < L; l++)
         net->in_comp[l] = net->in_comp[find(net->uf, l)];
-    for (int s = 0; s < net->n; s++)
+    int m2 = 0;
+    for (int i = 0; i < net->n; i++) {
+        int s = net->slot[net->by_id[i]], t = net->slot[net->by_cap[i]];
         if (net->f[s].n_path > 0 && net->in_comp[net->f[s].path[0]]) net->comp[m++] = s;
-    sort_net = net;
-    qsort(net->comp, (size_t)m, sizeof(int), cmp_id);
+        if (net->f[t].n_path > 0 && net->in_comp[net->f[t].path[0]]) net->order[m2++] = t;
+    }
+    assert(m == m2);
+    (void)m2;
     /* the new rates, by slot: unchanged but for the components solved */
     double *rate = sim_xmalloc(sizeof(double) * (size_t)(net->n > 0 ? net->n : 1));
     for (int s = 0; s < net->n; s++)
         rate[s] = net->f[s].n_path == 0 ? net->f[s].cap : net->f[s].rate;
-    if (m) solve(net, net->comp, m, rate);
-    for (int s = 0; s < net->n; s++) {
+    if (m) solve(net, net->comp, net->order, m, rate);
+    for (int i = 0; i < net->n; i++) { /* in id order: changed comes out sorted */
+        int s = net->slot[net->by_id[i]];
         sim_net_flow *f = &net->f[s];
         int fresh = f->finish < 0; /* it has sent nothing yet: rem is its size */
         if (rate[s] == f->rate && !fresh) continue;
@@ -401,7 +446,6 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
     for (int l = 0; l < L; l++)
         net->dirty[l] = 0;
     net->any_dirty = 0;
-    qsort(net->changed, (size_t)nc, sizeof(int32_t), cmp_i32);
     return nc;
 }
 
@@ -413,29 +457,20 @@ int sim_net_solve_all(sim_net *net, sim_time now, const int32_t **changed)
     return sim_net_settle(net, now, changed);
 }
 
-static int cmp_flow_id(const void *a, const void *b)
-{
-    int32_t x = ((const sim_net_flow *)a)->id, y = ((const sim_net_flow *)b)->id;
-    return (x > y) - (x < y);
-}
-
 int sim_net_flows(const sim_net *net, sim_net_flow *out)
 {
-    for (int s = 0; s < net->n; s++)
-        out[s] = net->f[s];
-    qsort(out, (size_t)net->n, sizeof *out, cmp_flow_id);
+    for (int i = 0; i < net->n; i++)
+        out[i] = net->f[net->slot[net->by_id[i]]];
     return net->n;
 }
 
 double sim_net_link_load(const sim_net *net, int l)
 {
-    /* summed in id order, so the figure does not depend on storage order */
-    sim_net_flow *fl = sim_xmalloc(sizeof *fl * (size_t)(net->n > 0 ? net->n : 1));
-    int n = sim_net_flows(net, fl);
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < fl[i].n_path; k++)
-            if (fl[i].path[k] == l) sum += fl[i].rate;
-    free(fl);
+    double sum = 0; /* in id order, so the figure does not depend on storage order */
+    for (int i = 0; i < net->n; i++) {
+        const sim_net_flow *f = &net->f[net->slot[net->by_id[i]]];
+        for (int k = 0; k < f->n_path; k++)
+            if (f->path[k] == l) sum += f->rate;
+    }
     return sum;
 }

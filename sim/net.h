@@ -72,6 +72,11 @@ int sim_net_solve_all(sim_net *net, sim_time now, const int32_t **changed);
 const sim_net_flow *sim_net_flow_of(const sim_net *net, int32_t id);
 /* When id's flow ends at its current rate, or -1 when it has none. */
 sim_time sim_net_finish(const sim_net *net, int32_t id);
+/* The earliest finish of a flow, or -1 when none is settled. */
+sim_time sim_net_next(const sim_net *net);
+/* The ids whose flows finish at now, in increasing id, into out (room for sim_net_count); how
+ * many. */
+int sim_net_due(const sim_net *net, sim_time now, int32_t *out);
 /* The flows now, in increasing id, into out (room for sim_net_count); returns how many. */
 int sim_net_flows(const sim_net *net, sim_net_flow *out);
 int sim_net_count(const sim_net *net);
