@@ -10,6 +10,37 @@
 #include <stdio.h>
 #include <string.h>
 
+/* With `network:`, what a round's downloads take on the server's downlink, shared by the round's
+ * fan-out: all of them cross it at once, so the last cannot end before it has carried every one.
+ * A bound, not the run's figure: groups, own links slower than their share and (async) staggered
+ * starts make it longer, which the table's download column (a client alone) brackets. */
+static void print_contention(const sim_scenario *sc, double msg, sim_time lo, sim_time hi)
+{
+    const sim_fed_config *f = &sc->spec.fed;
+    int n = sc->part.n_clients;
+    int k = f->mode == SIM_SYNC ? (int)ceil(f->per_round * f->over_commit - 1e-9) : f->concurrency;
+    if (k > n) k = n;
+    double d = sc->spec.net->server_down;
+    char cap[32], m[32], all[32], a[32], b[32];
+    sim_format_bytes(m, sizeof m, msg);
+    sim_format_time(a, sizeof a, lo);
+    sim_format_time(b, sizeof b, hi);
+    if (!isfinite(d)) {
+        printf("# network: the server's downlink is unlimited; a download takes what its own link "
+               "and its group's allow (alone: %s to %s)\n",
+               a, b);
+        return;
+    }
+    sim_format_rate(cap, sizeof cap, d);
+    sim_format_time(all, sizeof all, sim_time_from_s(8.0 * msg * k / d));
+    printf("# network: %s %d downloads of %s at once on the server's %s downlink: the last ends "
+           "no sooner than %s (8 x bytes x %d / capacity); alone on its own link one takes %s "
+           "to %s\n",
+           f->mode == SIM_SYNC ? "a round starts (per_round x over_commit)"
+                               : "async keeps (concurrency) up to",
+           k, m, cap, all, k, a, b);
+}
+
 static int cmd_check(int argc, char **argv, rank_hooks *ranks)
 {
     (void)ranks;
@@ -80,6 +111,7 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
     printf("# per device, the average client's job as the algorithm prices round 1's:\n");
     printf("# %-20s %8s %12s %12s %12s %12s %6s\n", "device", "clients", "download", "train",
            "upload", "job", "fits");
+    sim_time down_lo = DEV_TIME_NEVER, down_hi = 0;
     for (int k = 0; k < pr.n_cls; k++) {
         const sim_cli_class *cl = &pr.cls[k];
         char fits[32] = "yes";
@@ -93,7 +125,10 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
         sim_format_time(cc, sizeof cc, ph.up);
         sim_format_time(j, sizeof j, ph.up_end);
         printf("# %-20s %8d %12s %12s %12s %12s %6s\n", cl->name, cl->count, a, b, cc, j, fits);
+        down_lo = ph.down < down_lo ? ph.down : down_lo;
+        down_hi = ph.down > down_hi ? ph.down : down_hi;
     }
+    if (sc.spec.net) print_contention(&sc, msg, down_lo, down_hi);
     sim_cli_prices_destroy(&pr);
     sim_scenario_destroy(&sc);
     if (warned && o.strict) {

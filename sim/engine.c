@@ -101,6 +101,13 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     cl->bytes_down += db;
     e->tot.bytes_down += db;
     sim_eng_log_event(e, SIM_EV_DISPATCH, c, db, 0);
+    cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
+    cl->job_loss = r->loss;
+    cl->job_steps = r->steps;
+    if (e->net) { /* shared links: the phases are scheduled as they end (engine_net.c) */
+        sim_eng_net_dispatch(e, c, &job, &ph);
+        return SIM_OK;
+    }
     sim_time off = dev_avail_next_change(&cl->avail, e->now);
     if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
         off = e->now; /* the device can never finish (its speed stays 0): the job is lost now */
@@ -118,9 +125,6 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
         sim_eng_schedule(e, off, SIM_EV_JOB_LOST, c, id);
     else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
         sim_eng_schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
-    cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
-    cl->job_loss = r->loss;
-    cl->job_steps = r->steps;
     return SIM_OK;
 }
 
@@ -307,7 +311,10 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     const sim_fed_config *f = &e->spec.fed;
     sim_client *cl = ev->who >= 0 ? &e->c[ev->who] : NULL;
     if (cl && ev->arg != cl->job_id) return SIM_OK; /* an event of an older job: stale */
+    if (cl && e->net && !cl->busy) return SIM_OK;   /* a phase after its job was lost */
     switch (ev->kind) {
+    case SIM_EV_FLOW_END:
+        return sim_eng_net_flow_end(e, ev);
     case SIM_EV_ROUND_START:
         return sim_sync_start_round(e, err);
     case SIM_EV_RETRY:
@@ -317,6 +324,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     case SIM_EV_DOWNLOAD_DONE:
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
         sim_eng_timeline_row(e, ev->who, "download", cl->job_start, "ok");
+        if (e->net) sim_eng_net_download_done(e, ev->who);
         return SIM_OK;
     case SIM_EV_TRAIN_DONE:
         cl->flops += cl->job_flops; /* counted when the device has done the work */
@@ -330,6 +338,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         sim_eng_log_event(e, ev->kind, ev->who, 0, cl->job_flops);
         sim_eng_timeline_row(e, ev->who, "train", cl->job_down_end, "ok");
         if (cl->up_len == 0) goto arrived; /* nothing to upload (local training only) */
+        if (e->net) sim_eng_net_train_done(e, ev->who);
         return SIM_OK;
     case SIM_EV_UPLOAD_DONE: {
         double ub = sim_message_bytes(&e->spec, cl->up_len);
@@ -339,6 +348,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         goto arrived;
     }
     case SIM_EV_JOB_LOST:
+        if (e->net) sim_eng_net_job_end(e, ev->who);
         cl->busy = 0;
         cl->lost++;
         e->tot.dropped++;
@@ -368,6 +378,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         return SIM_OK;
     }
 arrived:
+    if (e->net) sim_eng_net_job_end(e, ev->who);
     cl->busy = 0;
     cl->arrived++;
     /* the server now has the job's report, on time or late */
@@ -377,6 +388,14 @@ arrived:
     sel_observe(e, SIM_SEL_ARRIVED, ev->who);
     return f->mode == SIM_ASYNC ? sim_async_arrival(e, ev->who, err)
                                 : sim_sync_arrival(e, ev->who, err);
+}
+
+/* The next event into *ev; 0 when there is none. With a network, the flows' rates are solved
+ * before time moves on, once for every change at this instant (engine_net.c). */
+static int next_event(sim_engine *e, sim_event *ev)
+{
+    if (e->net) sim_eng_net_settle(e);
+    return sim_queue_pop(&e->q, ev);
 }
 
 int sim_engine_run(sim_engine *e, sim_err *err)
@@ -394,7 +413,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
              : e->spec.fed.mode == SIM_SYNC ? sim_sync_start_round(e, err)
                                             : sim_async_fill(e, err);
     sim_event ev;
-    while (!rc && !e->done && sim_queue_pop(&e->q, &ev)) {
+    while (!rc && !e->done && next_event(e, &ev)) {
         if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {
             e->now = e->spec.fed.max_time;
             break;
@@ -465,6 +484,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     e->retry_at = -1;
     e->eval_round = -1;
     sim_queue_init(&e->q);
+    if (spec->net) sim_eng_net_new(e);
     fl_worker_init(&e->worker);
     nn_model_init(&e->eval_model, spec->env.arch, 256);
     /* a client is excluded when its device cannot hold the model it trains (its width's; the
@@ -537,6 +557,7 @@ void sim_engine_free(sim_engine *e)
         free(e->buf[i].up);
     free(e->buf);
     sim_queue_destroy(&e->q);
+    if (e->net) sim_eng_net_free(e);
     sim_pool_free(e->pool);
     fl_worker_destroy(&e->worker);
     nn_model_destroy(&e->eval_model);

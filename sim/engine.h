@@ -77,6 +77,20 @@ typedef struct sim_eval_config {
                                      all clients' splits, one metrics.tsv column each */
 } sim_eval_config;
 
+/* `network:` (sim/net.h): the shared links transfers compete for. A link of INFINITY bit/s is
+ * unlimited (not on any path). */
+typedef struct sim_net_group {
+    char name[48];
+    double up, down; /* bit/s */
+} sim_net_group;
+
+typedef struct sim_net_config {
+    double server_up, server_down; /* bit/s */
+    int n_groups;
+    sim_net_group *groups; /* [n_groups] (owned by whoever built it) */
+    int32_t *group_of;     /* [n_clients]: the group a client sits behind, -1 none (owned too) */
+} sim_net_config;
+
 /* Everything a run needs, resolved (the scenario loader builds it; tests build it by hand). */
 typedef struct sim_run_spec {
     const char *name; /* run name (scenario name) */
@@ -91,6 +105,8 @@ typedef struct sim_run_spec {
      * prices its round-1 job (sim_cli_predict_jobs), for a selection policy that reads them
      * (SIM_SEL_PREDICTED; borrowed); NULL: none */
     const double *predicted_s;
+    /* shared links (borrowed); NULL: every transfer has its client's link to itself */
+    const sim_net_config *net;
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
     int quiet;            /* no progress line */
     int workers;          /* training processes (sim/pool.h); 0 = train in this process */

@@ -109,7 +109,7 @@ static const sim_field buffered_fields[] = {
 static const sim_field event_fields[] = {
         INT(sim_event, at, BY(NOW, 0), I64),
         U64(sim_event, seq),
-        INT(sim_event, kind, K(0), K(SIM_EV_COUNT - 1)),
+        INT(sim_event, kind, K(0), K(SIM_EV_FLOW_END)),
         INT(sim_event, who, K(-1), BY(N, -1)),
         U64(sim_event, arg),
 };
@@ -359,6 +359,7 @@ static int queued_kind(int kind, int32_t who)
     case SIM_EV_ROUND_START:
     case SIM_EV_DEADLINE:
     case SIM_EV_RETRY:
+    case SIM_EV_FLOW_END: /* with a network only: unpack_queue checks */
         return who == -1;
     default:
         return 0;
@@ -380,7 +381,8 @@ static int unpack_queue(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
         const char *bad = sim_record_read(&evs->via.array.ptr[i], event_fields, COUNT(event_fields),
                                           &ev, x->lim);
         if (!bad && ev.seq >= next_seq) bad = "seq";
-        if (!bad && !queued_kind(ev.kind, ev.who)) bad = "kind";
+        if (!bad && (!queued_kind(ev.kind, ev.who) || (ev.kind == SIM_EV_FLOW_END && !x->e->net)))
+            bad = "kind";
         if (bad) return refused(x, "event", i, bad);
         /* pushing in heap-array order with seq forced reproduces the array exactly */
         q->next_seq = ev.seq;
@@ -511,9 +513,10 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, payload_len(CKPT_VERSION));
+    msgpack_pack_array(&pk, payload_len(CKPT_VERSION) + (e->net != NULL));
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
         ckpt_parts[i].pack(&x, &pk);
+    if (e->net) sim_eng_net_pack(e, &pk); /* a run with a network: one part more, its last */
     char path[1100];
     sim_eng_ckpt_path(e, path, sizeof path);
     rc = sim_checkpoint_write(path, sb.data, sb.size, err);
@@ -540,7 +543,9 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
                         "checkpoint format version %lld; this fedsim reads versions %d to %d; not "
                         "loaded",
                         (long long)version, CKPT_OLDEST, CKPT_VERSION);
-    if (n != payload_len((int)version)) return ckpt_bad(path, "field count", err);
+    if (n != payload_len((int)version) + (e->net != NULL))
+        return ckpt_bad(path, "field count", err);
+    const msgpack_object *end = o + n;
     ckpt_ctx x = {.e = e, .version = (int)version, .path = path};
     x.lim[BY_N] = e->n;
     x.lim[BY_CAP] = sim_eng_arrival_cap(&e->spec.fed, e->n);
@@ -554,6 +559,14 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
         if (rc == REFUSED) {
             char what[sizeof x.why + 64];
             snprintf(what, sizeof what, "%s: %s", p->name, x.why);
+            return ckpt_bad(path, what, err);
+        }
+    }
+    if (e->net) {
+        char why[160], what[200];
+        const char *bad = sim_eng_net_unpack(e, o < end ? o : NULL, why, sizeof why);
+        if (bad) {
+            snprintf(what, sizeof what, "network: %s", bad);
             return ckpt_bad(path, what, err);
         }
     }

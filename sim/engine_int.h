@@ -14,6 +14,7 @@
 #define SIM_ENGINE_INT_H
 
 #include "sim/engine.h"
+#include "sim/net.h"
 #include "sim/queue.h"
 
 #include <msgpack.h>
@@ -50,6 +51,24 @@ typedef struct sim_client {
     double job_loss;
     int job_steps;
 } sim_client;
+
+/* What the network needs of a client's job (engine_net.c; `network:` runs only): with shared
+ * links a phase's end is known only once the phase before has ended. */
+enum { SIM_NJ_IDLE, SIM_NJ_DOWN, SIM_NJ_TRAIN, SIM_NJ_UP };
+typedef struct sim_netjob {
+    dev_work work;       /* the training to run once the download ends */
+    sim_time off;        /* when the client goes offline, losing the job (DEV_TIME_NEVER) */
+    sim_time train_est;  /* the job as dev_price priced it alone, for busy_until's estimate: */
+    sim_time up_est;     /*   training and upload durations */
+    sim_time flow_start; /* the current transfer's flow: when it started, */
+    sim_time own_ns;     /*   and how long it takes on the client's own link alone */
+    sim_time wait_ns;    /* clients.tsv's net_wait_s: transfers' time beyond own_ns, summed */
+    int phase;           /* SIM_NJ_* */
+} sim_netjob;
+
+/* The next flows' last bits (engine_net.c): an event of the engine's own, after the logged
+ * kinds, never written to the event log */
+enum { SIM_EV_FLOW_END = SIM_EV_COUNT };
 
 /* async: an update waiting for the next aggregation */
 typedef struct sim_buffered {
@@ -124,8 +143,11 @@ struct sim_engine {
     double ckpt_wall;    /* wall time of the last checkpoint (or of the start) */
     int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
-    int resumed; /* restored from a checkpoint: the run continues instead of starting */
-    int stopped; /* stopped on request after writing a checkpoint */
+    int resumed;       /* restored from a checkpoint: the run continues instead of starting */
+    int stopped;       /* stopped on request after writing a checkpoint */
+    sim_net *net;      /* the shared links (spec.net), or NULL: transfers priced alone */
+    sim_netjob *nj;    /* [n] with net */
+    sim_time net_next; /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
 };
 
 /* engine.c: the loop's services to the protocols */
@@ -184,6 +206,25 @@ int sim_eng_outputs_finish(sim_engine *e, sim_err *err);
 /* The algorithm's report file (fl_algo.report), when it has one. */
 int sim_eng_write_report(sim_engine *e, sim_err *err);
 void sim_eng_outputs_free(sim_engine *e);
+
+/* engine_net.c: transfers as flows over shared links (spec.net) */
+void sim_eng_net_new(sim_engine *e);
+void sim_eng_net_free(sim_engine *e);
+/* Client c's job was just dispatched (job and ph as dev_price priced it alone): start its
+ * download. */
+void sim_eng_net_dispatch(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph);
+/* Before time moves on from now (no event left at now): the flows' new rates, their end events
+ * moved; nothing while events at now remain. */
+void sim_eng_net_settle(sim_engine *e);
+int sim_eng_net_flow_end(sim_engine *e, const sim_event *ev);
+void sim_eng_net_download_done(sim_engine *e, int32_t c);
+void sim_eng_net_train_done(sim_engine *e, int32_t c);
+/* The job ended now (arrived, or lost: its flow is freed). */
+void sim_eng_net_job_end(sim_engine *e, int32_t c);
+/* The network's part of a checkpoint: its flows and the clients' sim_netjob. unpack returns
+ * NULL, or what it refused. */
+void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk);
+const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n);
 
 /* engine_ckpt.c */
 /* A periodic checkpoint is due (every checkpoint_every rounds, once per round). */

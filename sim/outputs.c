@@ -300,7 +300,8 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
         sim_out_printf(&e->out[OUT_CLIENTS],
                        "client\tdevice\texcluded\tjobs\tarrived\taggregated\tlate\tlost\t"
                        "bytes_up\t"
-                       "bytes_down\tflops\tbusy_s\tacc_final\n");
+                       "bytes_down\tflops\tbusy_s\t%sacc_final\n",
+                       e->net ? "net_wait_s\t" : "");
     if (e->out[OUT_EVENTS].f) {
         /* header: the field names and the kind names, so the file describes itself */
         msgpack_packer *pk = &e->events_pk;
@@ -331,11 +332,14 @@ int sim_eng_outputs_finish(sim_engine *e, sim_err *err)
             waiting[sync ? e->arrived[i] : e->buf[i].client]++;
         for (int32_t c = 0; c < e->n; c++) {
             const sim_client *cl = &e->c[c];
+            /* with a network, net_wait_s before acc_final, which readers take as the last */
+            char wait[40] = "";
+            if (e->net) snprintf(wait, sizeof wait, "%.9f\t", sim_time_to_s(e->nj[c].wait_ns));
             sim_out_printf(&e->out[OUT_CLIENTS],
-                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%.6f\n", c,
+                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%s%.6f\n", c,
                            e->spec.devices[c].name, cl->excluded, cl->jobs, cl->arrived,
                            cl->arrived - cl->late - waiting[c], cl->late, cl->lost, cl->bytes_up,
-                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), cl->acc);
+                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), wait, cl->acc);
         }
         free(waiting);
     }

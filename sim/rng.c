@@ -23,8 +23,8 @@ const uint64_t sim_rng_core[] = {SIM_RNG_INIT_WEIGHTS, SIM_RNG_DATA_SPLIT,
                                  SIM_RNG_AVAIL,        SIM_RNG_SHIFT,
                                  SIM_RNG_SEL_OORT,     SIM_RNG_SEL_POC,
                                  SIM_RNG_SEL_FASTEST,  SIM_RNG_SEL_AVAILABLE,
-                                 SIM_RNG_COMPRESS,     SIM_RNG_TEST,
-                                 0};
+                                 SIM_RNG_COMPRESS,     SIM_RNG_NET,
+                                 SIM_RNG_TEST,         0};
 
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t purpose, uint64_t index)
 {

@@ -32,6 +32,7 @@ enum {
                                  indices (seed: the message's own, index 0), and each message's
                                  draws (index: the job's stream for an upload, 1 << 62 | client
                                  << 32 | round for a download) */
+    SIM_RNG_NET = 21,         /* network.groups' share draws; index: group */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -855,7 +855,8 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     /* the sections' names are read below, after a file may have been opened: a misspelled one
      * is reported first */
     static const char *const sections[] = {"dataset",    "partition", "model",   "algorithm",
-                                           "federation", "eval",      "devices", "compression"};
+                                           "federation", "eval",      "devices", "compression",
+                                           "network"};
     for (size_t i = 0; i < SIM_ARRAY_LEN(sections); i++)
         sim_yaml_get(sc->doc, sections[i]);
     sim_top_keys top = {0};
@@ -882,7 +883,8 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     }
     if ((rc = load_algorithm(sc, err)) || (rc = load_federation(sc, &root, err)) ||
         (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)) ||
-        (rc = load_compression(sc, &root, err)))
+        (rc = load_compression(sc, &root, err)) ||
+        (rc = sim_scenario_load_network(sc, &root, err)))
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
     sc->spec.name = sc->name;
@@ -907,6 +909,8 @@ void sim_scenario_destroy(sim_scenario *sc)
     free(sc->capacity);
     free(sc->predicted_s);
     sim_sel_config_destroy(&sc->sel);
+    free(sc->net.groups);
+    free(sc->net.group_of);
     fl_config_destroy(&sc->cfg);
     nn_partition_destroy(&sc->part);
     nn_dataset_destroy(&sc->train);

@@ -277,10 +277,51 @@ const sim_key sim_keys_compression[] = {
 };
 #undef K
 
+#define K(field) .offset = offsetof(sim_link_keys, field)
+const sim_key sim_keys_network[] = {
+        {"server", SIM_KEY_MAP, .custom = 1,
+         .doc = "the server's link, `{up: 10 Gbps, down: 10 Gbps}`: every upload crosses `up`, "
+                "every download `down` (`network.server` below)"},
+        {"groups", SIM_KEY_LIST, .custom = 1,
+         .doc = "shared access links (a cell, an access point), each `{name, up, down, devices, "
+                "share}`: the clients behind one cross its link as well as their own and the "
+                "server's (`network.groups.N` below)"},
+        {0},
+};
+
+const sim_key sim_keys_network_server[] = {
+        {"up", SIM_KEY_RATE, K(up), .doc = "capacity shared by all uploads; absent: unlimited"},
+        {"down", SIM_KEY_RATE, K(down),
+         .doc = "capacity shared by all downloads; absent: unlimited"},
+        {0},
+};
+
+const sim_key sim_keys_network_group[] = {
+        {"name", SIM_KEY_STRING, K(name), .size = sizeof(((sim_link_keys *)0)->name),
+         .doc = "the group's name (in messages); required"},
+        {"up", SIM_KEY_RATE, K(up),
+         .doc = "capacity shared by its clients' uploads; absent: unlimited"},
+        {"down", SIM_KEY_RATE, K(down),
+         .doc = "capacity shared by its clients' downloads; absent: unlimited"},
+        {"devices", SIM_KEY_LIST, .custom = 1,
+         .doc = "the device profiles (names in `devices.mix`) whose clients it may take; absent: "
+                "any client"},
+        {"share", SIM_KEY_DOUBLE, K(share), .dflt = "1", .lo = 0, .hi = 1,
+         .doc = "the share of those clients behind it (rounded to the nearest count), drawn in a "
+                "seeded order among the ones no earlier group took"},
+        {0},
+};
+#undef K
+
 static const char COMPRESSION_DOC[] =
         "How updates (`up`) and models (`down`) travel. The encoded message is real msgpack, "
         "and its length is what the run charges; algorithms whose messages are not one dense "
         "float vector refuse a scheme other than `none`.";
+static const char NETWORK_DOC[] =
+        "Without it every transfer has its client's link to itself: latency + 8 × bytes / "
+        "bandwidth. With it a transfer is a flow over its client's link, its group's and the "
+        "server's; flows share a link by max-min fairness, re-solved whenever one starts or "
+        "ends, and the latency is added per transfer.";
 
 static const char PARTITION_DOC[] = "Relative paths are taken from the scenario file's folder.";
 static const char EVAL_DOC[] = "Evaluation is an observer: it costs no simulated time.";
@@ -301,6 +342,9 @@ int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
     n += sim_keys_print(f, "devices", NULL, sim_keys_devices, filter, markdown);
     n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
                         markdown);
+    n += sim_keys_print(f, "network", NETWORK_DOC, sim_keys_network, filter, markdown);
+    n += sim_keys_print(f, "network.server", NULL, sim_keys_network_server, filter, markdown);
+    n += sim_keys_print(f, "network.groups.N", NULL, sim_keys_network_group, filter, markdown);
     return n;
 }
 
@@ -317,7 +361,8 @@ typedef struct vocab {
 } vocab;
 
 static const char *const TOP_SECTIONS[] = {"dataset", "partition", "algorithm",   "federation",
-                                           "eval",    "devices",   "compression", NULL};
+                                           "eval",    "devices",   "compression", "network",
+                                           NULL};
 static const char *const COMP_DIRS[] = {"up", "down", NULL};
 static const char *const ALGO_NAME[] = {"name", NULL};
 static const char *const MIX_KEYS[] = {"profile", "share", NULL};
@@ -360,7 +405,10 @@ static int vocabs(vocab *v)
     n = vocab_add(v, n, "compression.down", "compression.down:", sim_keys_compression, NULL);
     n = vocab_add(v, n, "devices", "devices:", sim_keys_devices, NULL);
     n = vocab_add(v, n, "devices.profiles.*", "devices.profiles.NAME:", dev_profile_keys, NULL);
-    return vocab_add(v, n, "devices.mix.*", "devices.mix.N:", NULL, MIX_KEYS);
+    n = vocab_add(v, n, "devices.mix.*", "devices.mix.N:", NULL, MIX_KEYS);
+    n = vocab_add(v, n, "network", "network:", sim_keys_network, NULL);
+    n = vocab_add(v, n, "network.server", "network.server:", sim_keys_network_server, NULL);
+    return vocab_add(v, n, "network.groups.*", "network.groups.N:", sim_keys_network_group, NULL);
 }
 
 /* v's names, NULL-ended, into out (room for cap) */

@@ -51,6 +51,21 @@ typedef struct sim_devices_keys {
     char capacity[32];
 } sim_devices_keys;
 
+/* `network:`'s links: the server's (`network.server`) and a group's (`network.groups.N`), whose
+ * devices are read by hand */
+typedef struct sim_link_keys {
+    char name[48];
+    double up, down; /* bit/s; INFINITY when absent */
+    double share;
+} sim_link_keys;
+
+extern const sim_key sim_keys_network[], sim_keys_network_server[], sim_keys_network_group[];
+
+/* Read `network:` (absent: sc->spec.net stays NULL, nothing written into the tree) once the
+ * devices are (scenario_net.c). */
+struct sim_scenario;
+int sim_scenario_load_network(struct sim_scenario *sc, sim_keys_map *root, sim_err *err);
+
 extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
         sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[],
         sim_keys_compression[];               /* compression.up and .down: an nn_comp each */

@@ -16,8 +16,8 @@
  *   - scenarios/papers.sh keeps finished runs' scenario, metrics and clients files in
  *     scenarios/results/ (not unfinished runs) and takes them back where runs/ lacks them: the
  *     same report, and a sweep keeps those points;
- *   - the same holds for SpaFL, FjORD, FedPeWS, pFedGate, DM-PFL and pFedHN, whose server and
- *     client states are their own;
+ *   - the same holds with a network (flows in flight, some lost mid-transfer), and for SpaFL,
+ *     FjORD, FedPeWS, pFedGate, DM-PFL and pFedHN, whose server and client states are their own;
  *   - a personalized run's checkpoint holds the last evaluation's mean personalized accuracy (a
  *     resumed run's progress line shows it until the next evaluation, not NaN).
  */
@@ -73,6 +73,17 @@ static const char *const variants[][2] = {
         {"pa3dfl-async", "--set algorithm.name=pa3dfl --set 'federation={mode: async, "
                          "concurrency: 4, buffer: 2, staleness: {kind: polynomial, a: 0.5}}' "
                          "--set rounds=8"},
+        /* shared links: flows with their bits left and rates, and their end events, cross the
+         * checkpoint (late over-committed uploads still on the server's link) */
+        {"network", "--set 'network={server: {up: 2 Mbps, down: 8 Mbps}, groups: [{name: cell, "
+                    "down: 4 Mbps, up: 1 Mbps, devices: [fast], share: 0.75}]}' "
+                    "--set 'federation={per_round: 2, over_commit: 2.0}'"},
+        /* and async jobs lost mid-transfer, whose flows are freed */
+        {"network-churn", "--set 'network={server: {up: 2 Mbps, down: 8 Mbps}}' "
+                          "--set 'federation={mode: async, concurrency: 4, buffer: 2}' "
+                          "--set 'devices.profiles.slow.availability={kind: markov, mean_on: "
+                          "3 s, mean_off: 2 s}' --set 'devices.profiles.fast.availability={kind: "
+                          "markov, mean_on: 3 s, mean_off: 2 s}' --set rounds=8"},
 };
 
 static int status_of(int st)
