@@ -206,7 +206,7 @@ static void test_contended(void)
     /* each gets a quarter of 1 Mbps: 8 x db / 250 kbps, then the 10 ms latency */
     sim_time want = sim_time_from_s(8.0 * db / 250e3) + 10 * SIM_MS;
     char expect[64];
-    snprintf(expect, sizeof expect, "\tdownload\t0.000000000\t%.9f\tok\n", sim_time_to_s(want));
+    snprintf(expect, sizeof expect, "\tdownload\t0.000000000\t%.9f\tok\t", sim_time_to_s(want));
     int rows = 0;
     for (const char *p = tl; (p = strstr(p, expect)); p++)
         rows++;
