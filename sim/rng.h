@@ -23,6 +23,7 @@ enum {
     SIM_RNG_DEVICES = 6,      /* per-client device draws; index: client */
     SIM_RNG_AVAIL = 7,        /* availability processes; index: client */
     SIM_RNG_SHIFT = 11,       /* eval.shift's test-time shift draws; index: client */
+    SIM_RNG_PHONES = 20,      /* devices.population's phone and network draws; index: client */
     SIM_RNG_TEST = 100,       /* tests only */
 };
 

@@ -27,6 +27,7 @@ typedef struct sim_scenario {
     dev_profile *devices; /* one concrete profile per client (owned) */
     double *capacity;     /* per client (owned): `devices.capacity`, see fl_env */
     int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
+    int n_population;     /* clients devices.population made (the mix has the others) */
     char model[64];
     /* keys read by the other federation mode only, which this one leaves unused ("federation:
      * per_round, deadline (sync mode's) unused in async mode"), "" when none: for the user */

@@ -51,8 +51,17 @@ typedef struct sim_devices_keys {
     char capacity[32];
 } sim_devices_keys;
 
+/* `devices.population:` (devices/population.h) */
+typedef struct sim_population_keys {
+    double phones; /* a share in [0, 1], or a count above 1 */
+    char reference[48];
+    double reference_score, exponent, floor;
+    char list[512], bandwidth[512];
+} sim_population_keys;
+
 extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
-        sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[];
+        sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[],
+        sim_keys_population[];
 extern const char *const sim_dataset_names[]; /* dataset.name's words, NULL-ended */
 
 /* err is the error loading doc failed with: when it is "unknown key 'K'" (the key
