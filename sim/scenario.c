@@ -649,7 +649,9 @@ static int load_population(sim_scenario *sc, section *s, const dev_catalog *cat,
     resolve_path(list, sizeof list, ln, k.list);
     resolve_path(bw, sizeof bw, bn, k.bandwidth);
     rc = dev_population_load(pop, list, bw, err);
-    if (rc) return file_error(sc, &ps, pop->n_phones ? "bandwidth" : "list", NULL, rc, err);
+    /* dev_population_load zeroes pop on error: which file failed is in err */
+    int second = rc && err && !strncmp(err->file, bw, sizeof err->file - 1) && strcmp(bw, list);
+    if (rc) return file_error(sc, &ps, second ? "bandwidth" : "list", second ? bn : ln, rc, err);
     pop->ref_score = k.reference_score;
     pop->exponent = k.exponent;
     pop->floor = k.floor;

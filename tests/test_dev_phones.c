@@ -250,7 +250,11 @@ static void test_population_scenario(void)
     CHECK(load(&a, "devices.population={reference: toaster}", "seed=7", &err) < 0);
     CHECK_MSG(strstr(err.msg, "reference: no profile 'toaster'") != NULL, "%s", err.msg);
     CHECK(load(&a, "devices.population={list: /nonexistent.tsv}", "seed=7", &err) < 0);
-    CHECK_MSG(strstr(err.msg, "nonexistent.tsv") && strstr(err.msg, "list"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "devices.population.list: '/nonexistent.tsv': cannot open"), "%s",
+              err.msg);
+    CHECK(load(&a, "devices.population={bandwidth: /nonexistent.tsv}", "seed=7", &err) < 0);
+    CHECK_MSG(strstr(err.msg, "devices.population.bandwidth: '/nonexistent.tsv': cannot open"),
+              "%s", err.msg);
     CHECK(load(&a, "devices.population={phone: 1}", "seed=7", &err) < 0);
     CHECK_MSG(strstr(err.msg, "'phone'") != NULL, "%s", err.msg);
 }
