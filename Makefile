@@ -120,7 +120,7 @@ docs: all
 	@grep -q '^<!-- end keys -->$$' build/README.md.new && mv build/README.md.new scenarios/README.md
 	@echo "scenarios/README.md: key tables written"
 
-# `make install`: fedsim finds its catalog (and the traces beside it) in ../share/fedsim from its
+# `make install`: fedsim finds its catalog (and the traces and phone data beside it) in ../share/fedsim from its
 # own binary (sim_default_catalog), so an installed tree works from any folder and may be moved.
 # The example scenarios go along (PREFIX/share/fedsim/scenarios). INSTALL_BIN installs that
 # binary instead of building the release one, and no fedsim-mpi (tests/test_sim_install installs
@@ -129,12 +129,14 @@ PREFIX ?= /usr/local
 DATADIR = $(DESTDIR)$(PREFIX)/share/fedsim
 INSTALL_BIN ?=
 install: $(if $(INSTALL_BIN),,all)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DATADIR)/devices/traces $(DATADIR)/scenarios
+	install -d $(DESTDIR)$(PREFIX)/bin $(DATADIR)/devices/traces $(DATADIR)/devices/phones \
+	    $(DATADIR)/scenarios
 	install -m 755 $(or $(INSTALL_BIN),build/release/fedsim) $(DESTDIR)$(PREFIX)/bin/fedsim
 	if [ -z "$(INSTALL_BIN)" ] && [ -x build/mpi/fedsim-mpi ]; then \
 	    install -m 755 build/mpi/fedsim-mpi $(DESTDIR)$(PREFIX)/bin/fedsim-mpi; fi
 	install -m 644 devices/catalog.yaml $(DATADIR)/devices/
 	install -m 644 devices/traces/* $(DATADIR)/devices/traces/
+	install -m 644 devices/phones/*.tsv devices/phones/README.md $(DATADIR)/devices/phones/
 	install -m 644 scenarios/*.yaml scenarios/README.md $(DATADIR)/scenarios/
 
 uninstall:

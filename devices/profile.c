@@ -386,6 +386,13 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
         if (out->step_overhead_ns < 0)
             return sim_yaml_fail(v, err, "step_overhead must be >= 0 (e.g. 1.5 ms)");
     }
+    if ((v = sim_yaml_get(node, "source"))) {
+        const char *src;
+        if ((rc = sim_yaml_str(v, "source", &src, err))) return rc;
+        if (strlen(src) >= sizeof out->source)
+            return sim_yaml_fail(v, err, "source: at most %zu characters", sizeof out->source - 1);
+        snprintf(out->source, sizeof out->source, "%s", src);
+    }
     const sim_yaml *avail = sim_yaml_get(node, "availability");
     const sim_yaml *speed = sim_yaml_get(node, "speed");
     /* every key is read: a misspelled one is reported before a trace file is opened */
@@ -449,6 +456,8 @@ const sim_key dev_profile_keys[] = {
                 "file: F, loop: 24 h, offset: random}`"},
         {"speed", SIM_KEY_MAP, .custom = 1, .dflt = "none",
          .doc = "`{file: F}`: a speed-factor trace"},
+        {"source", SIM_KEY_STRING, .custom = 1,
+         .doc = "where the figures come from, for `fedsim devices` (at most 159 characters)"},
         {0},
 };
 

@@ -36,7 +36,7 @@
  *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
  *    capacity: 0.5, sparse_eff: 0.3, mem_bandwidth: 10 GB/s, step_overhead: 1.5 ms,
  *    availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
- *    speed: {file: load.trace, loop: 1 d}}
+ *    speed: {file: load.trace, loop: 1 d}, source: "what the figures come from"}
  * and compute, up, down, latency and memory may instead be per-client distributions,
  *   {lognormal: 20 Mbps, sigma: 0.5, min: 1 Mbps, max: 1 Gbps}   median 20 Mbps, log-space sigma,
  *                                                               optional clamps
@@ -87,6 +87,7 @@ typedef struct dev_dist {
 
 typedef struct dev_profile {
     char name[DEV_MAX_NAME];        /* catalog or scenario name, "" when anonymous */
+    char source[160];               /* where its figures come from (`source:`), "" unsaid */
     double compute_flops;           /* sustained FLOP/s, > 0 */
     double up_bps;                  /* uplink bit/s, > 0 */
     double down_bps;                /* downlink bit/s, > 0 */

@@ -308,6 +308,19 @@ static int build_named(nn_arch *a, const char *name, int c, int h, int w, int cl
             add_simple(a, NN_RELU);
             add_linear(a, "fc4", classes, 0);
         }
+    } else if (!strcmp(name, "lenet-mnn")) {
+        /* the LeNet the phones of devices/phones/ trained (MNN's Lenet.cpp in the
+         * Benchmark-On-Device-Training fork): no ReLU after the convolutions, fc 400, biases */
+        if ((rc = need_image(a, name, 16, err)) == SIM_OK) {
+            add_conv(a, "conv1", 20, 5, 0, 1);
+            add_simple(a, NN_MAXPOOL);
+            add_conv(a, "conv2", 50, 5, 0, 1);
+            add_simple(a, NN_MAXPOOL);
+            add_simple(a, NN_FLATTEN);
+            add_linear(a, "ip1", 400, 1);
+            add_simple(a, NN_RELU);
+            add_linear(a, "ip2", classes, 1);
+        }
     } else if (!strcmp(name, "fedpews-cnn")) {
         if ((rc = need_image(a, name, 8, err)) == SIM_OK) {
             static const int widths[3] = {32, 64, 128};
@@ -321,13 +334,13 @@ static int build_named(nn_arch *a, const char *name, int c, int h, int w, int cl
         }
     } else {
         static const char *const known[] = {"cnn2",        "lenet5-caffe", "pa3dfl-cnn", "leaf-cnn",
-                                            "fedpews-mlp", "fedpews-cnn",  NULL};
+                                            "fedpews-mlp", "fedpews-cnn",  "lenet-mnn",  NULL};
         const char *near = sim_keys_closest(name, known);
         char mean[64] = "";
         if (near) snprintf(mean, sizeof mean, "; did you mean '%s'?", near);
         rc = sim_fail(err, SIM_EINVAL, NULL, 0, 0,
                       "unknown model '%s'%s (known: mlp:W0-W1-..., mlpbn:W0-W1-..., cnn2, "
-                      "lenet5-caffe, pa3dfl-cnn, leaf-cnn, "
+                      "lenet5-caffe, lenet-mnn, pa3dfl-cnn, leaf-cnn, "
                       "fedpews-mlp, fedpews-cnn)",
                       name, mean);
     }

@@ -70,6 +70,8 @@ typedef struct nn_arch {
  *   mlpbn:784-200-10     the same with 1-D batch norm before every hidden ReLU
  *   cnn2                 McMahan et al.: conv5x5 32 + pool, conv5x5 64 + pool, fc 512, fc classes
  *   lenet5-caffe         SpaFL: conv5x5 20 + pool, conv5x5 50 + pool, fc 500, fc classes, no bias
+ *   lenet-mnn            the LeNet of the phone measurements (devices/phones/README.md): conv5x5
+ *                        20 + pool, conv5x5 50 + pool (no ReLU), fc 400, fc classes, biases
  *   pa3dfl-cnn           Pa3dFL Fashion CNN: cnn2 with fc 512, fc 128 before the head
  *   leaf-cnn             LEAF/FedEM CNN (pFedGate's (F)EMNIST model): conv5x5 32 + pool, conv5x5
  *                        64 + pool (no padding), fc 2048, fc classes

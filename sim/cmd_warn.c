@@ -199,14 +199,14 @@ static void range_of(char *buf, size_t n, const char *lo, const char *hi)
         snprintf(buf, n, "%s to %s", lo, hi);
 }
 
-/* devices.mix entries with a share above 0 that no client got. */
+/* devices.mix entries with a share above 0 that no client got (of those the population left). */
 static int mix_warnings(const sim_scenario *sc, const sim_cli_prices *p, FILE *f,
                         const char *prefix)
 {
     const sim_yaml *dv = sim_yaml_get(sc->doc, "devices"),
                    *mix = dv ? sim_yaml_get(dv, "mix") : NULL;
-    int warned = 0;
-    for (int i = 0; mix && mix->kind == SIM_YAML_SEQ && i < mix->n; i++) {
+    int warned = 0, n = sc->part.n_clients - sc->n_population; /* the mix's clients */
+    for (int i = 0; n > 0 && mix && mix->kind == SIM_YAML_SEQ && i < mix->n; i++) {
         const sim_yaml *pn = sim_yaml_get(mix->items[i], "profile"),
                        *sh = sim_yaml_get(mix->items[i], "share");
         if (!pn || !pn->value || !sh || !sh->value || !(strtod(sh->value, NULL) > 0)) continue;
@@ -217,7 +217,7 @@ static int mix_warnings(const sim_scenario *sc, const sim_cli_prices *p, FILE *f
         fprintf(f,
                 "%sdevices.mix gives %s a share of %s, which rounds to 0 of %d clients: no "
                 "client runs on it (raise its share or the number of clients)\n",
-                prefix, pn->value, sh->value, sc->part.n_clients);
+                prefix, pn->value, sh->value, n);
         warned++;
     }
     return warned;

@@ -8,6 +8,7 @@
 #include "sim/scenario.h"
 
 #include "devices/catalog.h"
+#include "devices/population.h"
 #include "sim/checkpoint.h"
 #include "sim/keys.h"
 #include "sim/scenario_keys.h"
@@ -696,6 +697,59 @@ static const char *profile_hint(const char *name, const dev_profile *own, int no
     return hint;
 }
 
+/* devices.population (devices/population.h): its data into *pop, its reference profile (from
+ * own, then cat) into *ref and how many clients it covers into *count; 0 without one. */
+static int load_population(sim_scenario *sc, section *s, const dev_catalog *cat,
+                           const dev_profile *own, int nown, dev_population *pop,
+                           const dev_profile **ref, int *count, sim_err *err)
+{
+    memset(pop, 0, sizeof *pop);
+    *ref = NULL;
+    *count = 0;
+    char pre[64];
+    section ps = sub(s, "population", pre, sizeof pre);
+    if (!ps.map || (ps.map->kind == SIM_YAML_SCALAR && !strcmp(ps.map->value, "none")))
+        return SIM_OK;
+    sim_population_keys k = {0};
+    int rc = need_map(&ps, "population", err), n = sc->part.n_clients;
+    if (rc || (rc = sim_keys_load(sim_keys_population, &k, &ps, NULL, err))) return rc;
+    if (k.phones <= 1)
+        *count = (int)lround(k.phones * n);
+    else if (k.phones != floor(k.phones) || k.phones > n)
+        return sim_yaml_fail(sim_yaml_get(ps.map, "phones"), err,
+                             "phones: %g is neither a share in [0, 1] nor a whole count of at "
+                             "most the %d clients",
+                             k.phones, n);
+    else
+        *count = (int)k.phones;
+    for (int i = 0; i < nown && !*ref; i++)
+        if (!strcmp(own[i].name, k.reference)) *ref = &own[i];
+    if (!*ref) *ref = dev_catalog_find(cat, k.reference);
+    const sim_yaml *rn = sim_yaml_get(ps.map, "reference");
+    if (!*ref)
+        return sim_yaml_fail(rn ? rn : ps.map, err,
+                             "reference: no profile '%s' in the catalog or devices.profiles",
+                             k.reference);
+    if (dev_profile_has_dist(*ref))
+        return sim_yaml_fail(rn ? rn : ps.map, err,
+                             "reference: profile '%s' has distributions; the population scales "
+                             "one concrete profile",
+                             k.reference);
+    sim_yaml *ln = (sim_yaml *)sim_yaml_get(ps.map, "list"),
+             *bn = (sim_yaml *)sim_yaml_get(ps.map, "bandwidth");
+    char list[512], bw[512];
+    resolve_path(list, sizeof list, ln, k.list);
+    resolve_path(bw, sizeof bw, bn, k.bandwidth);
+    rc = dev_population_load(pop, list, bw, err);
+    /* dev_population_load zeroes pop on error: which file failed is in err */
+    int second = rc && err && !strncmp(err->file, bw, sizeof err->file - 1) && strcmp(bw, list);
+    if (rc) return file_error(sc, &ps, second ? "bandwidth" : "list", second ? bn : ln, rc, err);
+    pop->ref_score = k.reference_score;
+    pop->exponent = k.exponent;
+    pop->floor = k.floor;
+    return SIM_OK;
+}
+
 static int load_devices(sim_scenario *sc, section *root, sim_err *err)
 {
     char pre[64];
@@ -706,8 +760,9 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     char cat_path[512];
     const sim_yaml *cat_key = sim_yaml_get(s.map, "catalog"),
                    *profiles = sim_yaml_get(s.map, "profiles");
-    sim_yaml_get(s.map, "mix"); /* these two are read once the catalog is */
+    sim_yaml_get(s.map, "mix"); /* these are read once the catalog is */
     sim_yaml_get(s.map, "capacity");
+    sim_yaml_get(s.map, "population");
     if ((rc = read_key(sim_keys_devices, "catalog", &dk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
@@ -781,14 +836,19 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     }
     if (!rc && fabs(total - 1) > 1e-6)
         rc = sim_yaml_fail(mix, err, "devices.mix: shares sum to %g, not 1", total);
+    dev_population pop;
+    const dev_profile *pref;
+    int npop = 0;
+    if (!rc) rc = load_population(sc, &s, &cat, own, nown, &pop, &pref, &npop, err);
     if (rc) {
         for (int i = 0; i < nown; i++)
             dev_profile_destroy(&own[i]);
         dev_catalog_destroy(&cat);
         return rc;
     }
-    /* counts by largest remainder, then a seeded shuffle so profiles are not tied to client ids */
-    int n = sc->part.n_clients, assigned = 0, counts[64];
+    /* counts by largest remainder over the clients the population leaves, then a seeded shuffle
+     * so profiles are not tied to client ids; the population's clients are entry nmix */
+    int n = sc->part.n_clients - npop, assigned = 0, counts[64];
     double rem[64];
     for (int i = 0; i < nmix; i++) { /* shares normalized: they may sum to 1 ± 1e-6 */
         double want = shares[i] / total * n;
@@ -805,19 +865,31 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         rem[best] = -1;
         assigned++;
     }
+    n = sc->part.n_clients;
     uint32_t *which = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
-    for (int i = 0, k = 0; i < nmix; i++)
+    int k = 0;
+    for (int i = 0; i < nmix; i++)
         for (int j = 0; j < counts[i] && k < n; j++)
             which[k++] = (uint32_t)i;
+    while (k < n)
+        which[k++] = (uint32_t)nmix;
     sim_rng r;
     sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)1 << 40);
     sim_rng_shuffle_u32(&r, which, (size_t)n);
     sc->devices = sim_xcalloc((size_t)n, sizeof *sc->devices);
     for (int c = 0; c < n; c++) {
+        if (which[c] == (uint32_t)nmix) {
+            sim_rng_seed(&r, sc->spec.seed, SIM_RNG_PHONES, (uint64_t)c);
+            dev_population_draw(&pop, pref, &r, &sc->devices[c], NULL, NULL);
+            snprintf(sc->devices[c].name, DEV_MAX_NAME, "phones");
+            continue;
+        }
         sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)c);
         dev_profile_draw(&sc->devices[c], specs[which[c]], &r);
     }
     free(which);
+    dev_population_destroy(&pop);
+    sc->n_population = npop;
     for (int i = 0; i < nown; i++)
         dev_profile_destroy(&own[i]);
     dev_catalog_destroy(&cat);

@@ -30,8 +30,9 @@ typedef struct sim_scenario {
     sim_sel_config sel;   /* federation.selection (spec.fed.selection points into it) */
     double *predicted_s;  /* per client (owned), for a policy that reads them: sim_cli_run_one */
     nn_comp comp_up, comp_down; /* `compression:` (fl_env.comp_up, comp_down point here) */
-    sim_net_config net;   /* `network:` (its arrays owned); spec.net points here when it has a
-                             limited link */
+    sim_net_config net;         /* `network:` (its arrays owned); spec.net points here when it has a
+                                   limited link */
+    int n_population;           /* clients devices.population made (the mix has the others) */
     char model[64];
     /* keys read by the other federation mode only, which this one leaves unused ("federation:
      * per_round, deadline (sync mode's) unused in async mode"), "" when none: for the user */

@@ -45,7 +45,8 @@ const sim_key sim_keys_top[] = {
         {"model", SIM_KEY_STRING, K(model), .size = sizeof(((sim_top_keys *)0)->model), .custom = 1,
          .dflt = "cnn2",
          .doc = "`mlp:784-200-200-10` (any widths), `mlpbn:...`, `cnn2`, `lenet5-caffe`, "
-                "`pa3dfl-cnn`, `leaf-cnn`, `fedpews-mlp`, `fedpews-cnn`; `NAME@p` (e.g. "
+                "`lenet-mnn`, `pa3dfl-cnn`, `leaf-cnn`, `fedpews-mlp`, `fedpews-cnn`; `NAME@p` "
+                "(e.g. "
                 "`pa3dfl-cnn@0.0625`): the same with ⌈p·C⌉ outputs in every hidden layer, a "
                 "model of its own initialized for its own fan-in (FedAvg at the weakest client's "
                 "width)"},
@@ -231,6 +232,9 @@ const sim_key sim_keys_devices[] = {
         {"mix", SIM_KEY_LIST, .custom = 1, .dflt = "[{profile: laptop, share: 1}]",
          .doc = "which profile each client gets: shares must sum to 1; counts by largest "
                 "remainder, assigned in a seeded random order"},
+        {"population", SIM_KEY_MAP, .custom = 1, .dflt = "none",
+         .doc = "phones drawn from public measurements for some or all clients "
+                "(`devices.population` below); the other clients take the mix"},
         {"capacity", SIM_KEY_STRING, K(capacity), .size = sizeof(((sim_devices_keys *)0)->capacity),
          .dflt = "device",
          .doc = "each client's share r_i ∈ (0, 1] of the full model's cost, for algorithms that "
@@ -273,6 +277,61 @@ const sim_key sim_keys_compression[] = {
          .dflt = "true for topk, else false", .dflt_fn = ef_default,
          .doc = "up only, not randk: add what the client's last upload left out to its next "
                 "update (kept in its private state)"},
+        {0},
+};
+#undef K
+
+/* a file of the measured phones' data, beside the default catalog (devices/phones/) */
+static void phones_file(char *buf, size_t n, const char *file)
+{
+    const char *cat = sim_default_catalog(), *slash = strrchr(cat, '/');
+    int dir = slash ? (int)(slash - cat + 1) : 0;
+    snprintf(buf, n, "%.*sphones/%s", dir, cat, file);
+}
+
+static void phone_list_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    (void)ctx;
+    phones_file(buf, n, "ai_benchmark.tsv");
+}
+
+static void bandwidth_default(const sim_key_ctx *ctx, char *buf, size_t n)
+{
+    (void)ctx;
+    phones_file(buf, n, "bandwidth.tsv");
+}
+
+#define K(field) .offset = offsetof(sim_population_keys, field)
+const sim_key sim_keys_population[] = {
+        {"phones", SIM_KEY_DOUBLE, K(phones), .dflt = "1", .lo = 0, .hi = 1e9,
+         .doc = "how many clients are phones of the population: a share in [0, 1] (of the "
+                "clients, rounded to the nearest; 1: all) or a whole count above 1; the rest "
+                "take `devices.mix`, by its shares"},
+        {"reference", SIM_KEY_STRING, K(reference),
+         .size = sizeof(((sim_population_keys *)0)->reference), .dflt = "meizu-16t",
+         .doc = "the measured profile (catalog or `devices.profiles`, without distributions) "
+                "every phone is scaled from: its compute, step_overhead and mem_bandwidth by "
+                "(score / reference_score)^exponent, its memory replaced by the phone's RAM, "
+                "its up and down by the user's draws; latency, availability, sparse_eff and "
+                "capacity kept"},
+        {"reference_score", SIM_KEY_DOUBLE, K(reference_score), .dflt = "3120", .lo = 1, .hi = 1e9,
+         .doc = "the reference phone's CPU_F_AI_Score (3120: the Meizu 16s, the 16T's Snapdragon "
+                "855 sibling; the list's 39 Snapdragon 855 phones score 2717 to 4310)"},
+        {"exponent", SIM_KEY_DOUBLE, K(exponent), .dflt = "0.65", .lo = 0, .hi = 4,
+         .doc = "a phone's step time scales by score^-exponent; 0.65 fits FLASH's measured "
+                "per-batch times of three phones (devices/phones/README.md, with its errors)"},
+        {"floor", SIM_KEY_DOUBLE, K(floor), .dflt = "0.1", .lo = 0, .hi = 0.99,
+         .doc = "a client's up and down are drawn once from Normal(mean, sigma) of a measured "
+                "user and redrawn below floor × mean"},
+        {"list", SIM_KEY_STRING, K(list), .size = sizeof(((sim_population_keys *)0)->list),
+         .dflt = "devices/phones/ai_benchmark.tsv", .dflt_fn = phone_list_default,
+         .doc = "the phones (AI-Benchmark's list as FLASH ships it), drawn uniformly: model, cpu, "
+                "ram_gib, year, cpu_f_score, tab-separated"},
+        {"bandwidth", SIM_KEY_STRING, K(bandwidth),
+         .size = sizeof(((sim_population_keys *)0)->bandwidth),
+         .dflt = "devices/phones/bandwidth.tsv", .dflt_fn = bandwidth_default,
+         .doc = "the users' measured bandwidth (FLASH's 19), drawn uniformly: user, down_mean, "
+                "down_sigma, up_mean, up_sigma in KiB/s"},
         {0},
 };
 #undef K
@@ -324,6 +383,10 @@ static const char NETWORK_DOC[] =
         "ends, and the latency is added per transfer.";
 
 static const char PARTITION_DOC[] = "Relative paths are taken from the scenario file's folder.";
+static const char POPULATION_DOC[] =
+        "Phones built from public measurements (devices/phones/README.md): each client of the "
+        "population gets a phone of the list and a user's network, drawn from the stream (seed, "
+        "phones, client). Relative paths are taken from the scenario file's folder.";
 static const char EVAL_DOC[] = "Evaluation is an observer: it costs no simulated time.";
 
 int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
@@ -341,6 +404,8 @@ int sim_scenario_keys_print(FILE *f, const char *filter, int markdown)
     n += sim_keys_print(f, "eval", EVAL_DOC, sim_keys_eval, filter, markdown);
     n += sim_keys_print(f, "devices", NULL, sim_keys_devices, filter, markdown);
     n += sim_keys_print(f, "devices.profiles.NAME", dev_profile_doc, dev_profile_keys, filter,
+                        markdown);
+    n += sim_keys_print(f, "devices.population", POPULATION_DOC, sim_keys_population, filter,
                         markdown);
     n += sim_keys_print(f, "network", NETWORK_DOC, sim_keys_network, filter, markdown);
     n += sim_keys_print(f, "network.server", NULL, sim_keys_network_server, filter, markdown);
@@ -360,9 +425,9 @@ typedef struct vocab {
     int algorithm; /* `algorithm:` itself: its sections' names are its keys too */
 } vocab;
 
-static const char *const TOP_SECTIONS[] = {"dataset", "partition", "algorithm",   "federation",
-                                           "eval",    "devices",   "compression", "network",
-                                           NULL};
+static const char *const TOP_SECTIONS[] = {"dataset",     "partition", "algorithm",
+                                           "federation",  "eval",      "devices",
+                                           "compression", "network",   NULL};
 static const char *const COMP_DIRS[] = {"up", "down", NULL};
 static const char *const ALGO_NAME[] = {"name", NULL};
 static const char *const MIX_KEYS[] = {"profile", "share", NULL};
@@ -405,6 +470,7 @@ static int vocabs(vocab *v)
     n = vocab_add(v, n, "compression.down", "compression.down:", sim_keys_compression, NULL);
     n = vocab_add(v, n, "devices", "devices:", sim_keys_devices, NULL);
     n = vocab_add(v, n, "devices.profiles.*", "devices.profiles.NAME:", dev_profile_keys, NULL);
+    n = vocab_add(v, n, "devices.population", "devices.population:", sim_keys_population, NULL);
     n = vocab_add(v, n, "devices.mix.*", "devices.mix.N:", NULL, MIX_KEYS);
     n = vocab_add(v, n, "network", "network:", sim_keys_network, NULL);
     n = vocab_add(v, n, "network.server", "network.server:", sim_keys_network_server, NULL);

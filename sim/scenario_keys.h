@@ -51,6 +51,14 @@ typedef struct sim_devices_keys {
     char capacity[32];
 } sim_devices_keys;
 
+/* `devices.population:` (devices/population.h) */
+typedef struct sim_population_keys {
+    double phones; /* a share in [0, 1], or a count above 1 */
+    char reference[48];
+    double reference_score, exponent, floor;
+    char list[512], bandwidth[512];
+} sim_population_keys;
+
 /* `network:`'s links: the server's (`network.server`) and a group's (`network.groups.N`), whose
  * devices are read by hand */
 typedef struct sim_link_keys {
@@ -68,7 +76,8 @@ int sim_scenario_load_network(struct sim_scenario *sc, sim_keys_map *root, sim_e
 
 extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
         sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[],
-        sim_keys_compression[];               /* compression.up and .down: an nn_comp each */
+        sim_keys_compression[], /* compression.up and .down: an nn_comp each */
+        sim_keys_population[];
 extern const char *const sim_dataset_names[]; /* dataset.name's words, NULL-ended */
 
 /* err is the error loading doc failed with: when it is "unknown key 'K'" (the key

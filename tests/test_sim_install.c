@@ -1,8 +1,9 @@
 /* tests/test_sim_install.c -- `make install` and `make uninstall`: the binary and what it reads
  * at run time land under DESTDIR/PREFIX, and the installed fedsim, moved elsewhere and run from
  * yet another folder, reads the catalog installed beside it (not the source tree's): a profile
- * only that copy has is found, and `check` names that file. The binary installed is $FEDSIM_BIN
- * (make test sets it; INSTALL_BIN spares a release build). */
+ * only that copy has is found, and `check` names that file; so is the phone data that
+ * devices.population reads. The binary installed is $FEDSIM_BIN (make test sets it; INSTALL_BIN
+ * spares a release build). */
 #define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
 #include "tests/check.h"
 #include "tests/files.h"
@@ -67,8 +68,11 @@ int main(void)
     if (!mkdtemp(tmp)) return 1;
 
     static const char *const files[] = {
-            "stage/opt/fs/bin/fedsim", "stage/opt/fs/share/fedsim/devices/catalog.yaml",
+            "stage/opt/fs/bin/fedsim",
+            "stage/opt/fs/share/fedsim/devices/catalog.yaml",
             "stage/opt/fs/share/fedsim/devices/traces/example-day.trace",
+            "stage/opt/fs/share/fedsim/devices/phones/ai_benchmark.tsv",
+            "stage/opt/fs/share/fedsim/devices/phones/bandwidth.tsv",
             "stage/opt/fs/share/fedsim/scenarios/tiny.yaml"};
     CHECK_MSG(make("install", bin) == 0, "make install failed (see %s/make.log)", tmp);
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
@@ -108,6 +112,17 @@ int main(void)
     CHECK(exists("work/runs/tiny-7/metrics.tsv"));
     CHECK_MSG(holds("work/devices.out", "installed-only"), "devices: no installed-only (%s/work)",
               tmp);
+
+    /* its devices.population reads the phone data installed beside its catalog */
+    snprintf(cmd, sizeof cmd,
+             "cd %s/work && ../moved/bin/fedsim check tiny.yaml --set "
+             "'devices.population={phones: 1}' >pop.out 2>&1",
+             tmp);
+    CHECK_MSG(sh(cmd) == 0, "the installed fedsim's population check failed (%s/work/pop.out)",
+              tmp);
+    snprintf(want, sizeof want, "list: %s/moved/share/fedsim/devices/phones/ai_benchmark.tsv",
+             realpath(tmp, real) ? real : tmp);
+    CHECK_MSG(holds("work/pop.out", want), "check does not name %s (%s/work/pop.out)", want, tmp);
 
     if (!check_failed) {
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
