@@ -550,90 +550,6 @@ static int load_eval(sim_scenario *sc, section *root, sim_err *err)
     return rc;
 }
 
-/* Note in sc->note that key of compression.DIR is left unread: the scheme chosen has no use for
- * it (a sweep over the scheme keeps one scenario). */
-static void note_unused(sim_scenario *sc, const section *t, const char *dir, const char *key)
-{
-    const sim_yaml *v = sim_yaml_get(t->map, key);
-    if (!v) return;
-    sim_yaml_mark_used(v);
-    size_t len = strlen(sc->note);
-    snprintf(sc->note + len, sizeof sc->note - len, "%scompression.%s.%s unused by %s",
-             len ? "; " : "", dir, key,
-             nn_comp_names[(dir[0] == 'u' ? &sc->comp_up : &sc->comp_down)->scheme]);
-}
-
-/* compression: {up: {scheme, ratio, levels, error_feedback}, down: {...}}. A scheme is refused
- * at its key for an algorithm whose messages are not one dense vector (its flags), and topk,
- * randk and sign for downloads. Absent, it is none both ways and no default is written: the
- * resolved scenario (and `fedsim check`'s copy of it) of a run without it is what it was. */
-static int load_compression(sim_scenario *sc, section *root, sim_err *err)
-{
-    const sim_key *keys = sim_keys_compression;
-    if (!sim_yaml_get(sc->doc, "compression")) return SIM_OK;
-    char pre[64], pre2[96];
-    section s = sub(root, "compression", pre, sizeof pre);
-    int rc = need_map(&s, "compression", err);
-    for (int d = 0; d < 2 && !rc; d++) {
-        const char *dir = d ? "down" : "up";
-        nn_comp *c = d ? &sc->comp_down : &sc->comp_up;
-        section t = sub(&s, dir, pre2, sizeof pre2);
-        if ((rc = need_map(&t, dir, err)) || (rc = read_key(keys, "scheme", c, &t, NULL, err)))
-            break;
-        int sch = c->scheme, sparse = sch == NN_COMP_TOPK || sch == NN_COMP_RANDK;
-        sim_yaml *at = sim_yaml_get(t.map, "scheme");
-        unsigned need = d ? FL_COMPRESS_DOWN : FL_COMPRESS_UP;
-        if (sch != NN_COMP_NONE && !(sc->spec.algo->flags & need)) {
-            char can[256] = "";
-            for (int i = 0; fl_algos[i]; i++)
-                if (fl_algos[i]->flags & need) {
-                    size_t len = strlen(can);
-                    snprintf(can + len, sizeof can - len, "%s%s", len ? ", " : "",
-                             fl_algos[i]->name);
-                }
-            return sim_yaml_fail(at, err,
-                                 "compression.%s.scheme: %s: %s %s is not one dense float vector "
-                                 "(thresholds, masks, scores or sub-models); compression "
-                                 "applies to %s",
-                                 dir, nn_comp_names[sch], sc->cfg.name,
-                                 d ? "sends no model that" : "uploads something that", can);
-        }
-        if (d && (sparse || sch == NN_COMP_SIGN))
-            return sim_yaml_fail(at, err,
-                                 "compression.down.scheme: %s of a whole model is no model: it "
-                                 "needs a reference each client holds, which the server does not "
-                                 "keep; down takes none, qsgd, fp16 or bf16",
-                                 nn_comp_names[sch]);
-        if (sparse)
-            rc = read_key(keys, "ratio", c, &t, NULL, err);
-        else
-            note_unused(sc, &t, dir, "ratio");
-        if (!rc && sch == NN_COMP_QSGD)
-            rc = read_key(keys, "levels", c, &t, NULL, err);
-        else if (!rc)
-            note_unused(sc, &t, dir, "levels");
-        sim_yaml *ef = sim_yaml_get(t.map, "error_feedback");
-        if (rc || sch == NN_COMP_NONE) {
-            if (!rc) note_unused(sc, &t, dir, "error_feedback");
-            continue;
-        }
-        if (d) {
-            if (ef)
-                return sim_yaml_fail(ef, err,
-                                     "compression.down.error_feedback: the server keeps no "
-                                     "residual per client; error feedback is for uploads");
-            continue;
-        }
-        if ((rc = read_key(keys, "error_feedback", c, &t, NULL, err))) break;
-        if (sch == NN_COMP_RANDK && c->error_feedback)
-            return sim_yaml_fail(ef, err,
-                                 "compression.up.error_feedback: randk's values are scaled by n/k "
-                                 "to be unbiased, so what it leaves out is no residual to send "
-                                 "later; use topk for error feedback");
-    }
-    return rc;
-}
-
 /* devices: {catalog: path, profiles: {name: {base: other, ...}}, mix: [{profile, share}]} */
 /* `devices.capacity`: every client's share r_i of the full model's cost (fl_env.capacity):
  * device (its profile's capacity, else dev_capacity against the full model's training memory
@@ -926,9 +842,9 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     snprintf(sc->name, sizeof sc->name, "%s", nv);
     /* the sections' names are read below, after a file may have been opened: a misspelled one
      * is reported first */
-    static const char *const sections[] = {"dataset",    "partition", "model",   "algorithm",
-                                           "federation", "eval",      "devices", "compression",
-                                           "network"};
+    static const char *const sections[] = {"dataset",   "partition",   "model",
+                                           "algorithm", "federation",  "eval",
+                                           "devices",   "compression", "network"};
     for (size_t i = 0; i < SIM_ARRAY_LEN(sections); i++)
         sim_yaml_get(sc->doc, sections[i]);
     sim_top_keys top = {0};
@@ -955,7 +871,7 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
     }
     if ((rc = load_algorithm(sc, err)) || (rc = load_federation(sc, &root, err)) ||
         (rc = load_eval(sc, &root, err)) || (rc = load_devices(sc, &root, err)) ||
-        (rc = load_compression(sc, &root, err)) ||
+        (rc = sim_scenario_load_compression(sc, &root, err)) ||
         (rc = sim_scenario_load_network(sc, &root, err)))
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;

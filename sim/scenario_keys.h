@@ -73,6 +73,9 @@ extern const sim_key sim_keys_network[], sim_keys_network_server[], sim_keys_net
  * devices are (scenario_net.c). */
 struct sim_scenario;
 int sim_scenario_load_network(struct sim_scenario *sc, sim_keys_map *root, sim_err *err);
+/* Read `compression:` (absent: none both ways, nothing written into the tree), refusing a scheme
+ * at its key where the algorithm cannot use it (scenario_comp.c). */
+int sim_scenario_load_compression(struct sim_scenario *sc, sim_keys_map *root, sim_err *err);
 
 extern const sim_key sim_keys_top[], sim_keys_dataset[], sim_keys_partition[],
         sim_keys_federation[], sim_keys_staleness[], sim_keys_eval[], sim_keys_devices[],
