@@ -46,6 +46,7 @@ nn_model *fl_worker_model(fl_worker *w, const fl_env *env)
         w->ready = 1;
     }
     nn_model_reset_narrowing(&w->model);
+    nn_cost_job_start(&w->model.cost);
     return &w->model;
 }
 
@@ -154,6 +155,7 @@ int fl_loop_start(fl_loop *L, const fl_env *env, const fl_job *job, nn_model *m)
     sim_rng r;
     sim_rng_seed(&r, env->seed, SIM_RNG_BATCHES, job->stream);
     nn_batcher_init(&L->b, env->train, env->part->idx[job->client], n, cfg->batch_size, 0, &r);
+    nn_cost_job_start(&m->cost);
     L->before = m->cost;
     return 1;
 }

@@ -91,7 +91,9 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
  * layer's input gradient (unfolded too for a convolution) except the data's, and ReLU's in
  * place. It grows with width where FLOPs grow with its square: the memory traffic that makes a
  * narrow model slower than its FLOPs say (devices/profile.h, mem_bandwidth).
- * samples counts the training samples processed.
+ * samples counts the training samples processed. loss_sq sums each training sample's squared
+ * cross-entropy loss against its label over the loss_n samples it was counted on (forward passes
+ * in training mode with labels): Oort's statistical utility reads sqrt(loss_sq / loss_n).
  *
  * NN_COST_TERMS lists the terms once, as X(name, work): the struct, nn_cost_terms[] and every walk
  * over the terms (nn_cost_add, the result frame in sim/frame.c, a job's device work in sim/cost.c)
@@ -102,7 +104,9 @@ int nn_arch_build(nn_arch *a, const char *name, int c, int h, int w, int classes
     X(flops_masked, 1)                                                                             \
     X(flops_masked_nnz, 1)                                                                         \
     X(bytes, 1)                                                                                    \
-    X(samples, 0)
+    X(samples, 0)                                                                                  \
+    X(loss_sq, 0)                                                                                  \
+    X(loss_n, 0)
 
 #define NN_COST_MEMBER(name, work) double name;
 typedef struct nn_cost {
@@ -121,6 +125,15 @@ typedef struct nn_cost_term {
     int work;
 } nn_cost_term;
 extern const nn_cost_term nn_cost_terms[NN_COST_N]; /* in NN_COST_TERMS order */
+
+/* Zero c's loss sums (loss_sq, loss_n) as a job starts: unlike the integral terms, a
+ * fractional sum's difference over a job depends on what the sum held before it (rounding), so
+ * a job that read it off an accumulator kept across jobs would report bits that depend on the
+ * worker's history. Counted from 0, a job's sums are a function of the job alone. */
+static inline void nn_cost_job_start(nn_cost *c)
+{
+    c->loss_sq = c->loss_n = 0;
+}
 
 /* Term i (< NN_COST_N) of c. */
 static inline double *nn_cost_at(nn_cost *c, int i)

@@ -1430,6 +1430,17 @@ float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int
     return (float)(loss / B);
 }
 
+double nn_softmax_xent_sq(const float *logits, const int32_t *y, int B, int K)
+{
+    double sq = 0;
+    for (int n = 0; n < B; n++) {
+        const float *z = logits + (long)n * K;
+        double l = log_sum_exp(z, K) - (double)z[y[n]];
+        sq += l * l;
+    }
+    return sq;
+}
+
 float nn_softmax_xent_soft(float *dlogits, const float *logits, const float *q, int B, int K)
 {
     double loss = 0;

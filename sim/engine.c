@@ -103,6 +103,7 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     sim_eng_log_event(e, SIM_EV_DISPATCH, c, db, 0);
     cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
     cl->job_loss = r->loss;
+    cl->job_loss_rms = r->cost.loss_n > 0 ? sqrt(r->cost.loss_sq / r->cost.loss_n) : NAN;
     cl->job_steps = r->steps;
     if (e->net) { /* shared links: the phases are scheduled as they end (engine_net.c) */
         sim_eng_net_dispatch(e, c, &job, &ph);
@@ -205,6 +206,7 @@ void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out)
             .device = &e->spec.devices[c],
             .predicted_s = e->spec.predicted_s ? e->spec.predicted_s[c] : NAN,
             .loss = cl->seen_loss,
+            .loss_rms = cl->seen_loss_rms,
             .duration_s = cl->seen_duration_s,
             .steps = cl->seen_steps,
             .last_round = cl->last_selected,
@@ -383,6 +385,7 @@ arrived:
     cl->arrived++;
     /* the server now has the job's report, on time or late */
     cl->seen_loss = cl->job_loss;
+    cl->seen_loss_rms = cl->job_loss_rms;
     cl->seen_steps = cl->job_steps;
     cl->seen_duration_s = 1e-9 * (double)(e->now - cl->job_start);
     sel_observe(e, SIM_SEL_ARRIVED, ev->who);
@@ -500,7 +503,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
         cl->excluded = !dev_fits(&spec->devices[c], memory);
         e->tot.excluded += cl->excluded;
         cl->acc = NAN;
-        cl->seen_loss = cl->seen_duration_s = cl->job_loss = NAN;
+        cl->seen_loss = cl->seen_loss_rms = cl->seen_duration_s = NAN;
+        cl->job_loss = cl->job_loss_rms = NAN;
         cl->last_selected = -1;
     }
     if (spec->eval.n_shift && spec->env.part->n_test) sim_eng_build_shifts(e);

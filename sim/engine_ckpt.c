@@ -151,6 +151,8 @@ static const sim_field observed_fields[] = {
         INT(sim_client, last_selected, K(-1), I32),
         F64(sim_client, job_loss),
         INT(sim_client, job_steps, K(0), I32),
+        F64(sim_client, seen_loss_rms),
+        F64(sim_client, job_loss_rms),
 };
 
 /* ---------------------------------------------------------------------------------------- */

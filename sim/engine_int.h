@@ -45,10 +45,10 @@ typedef struct sim_client {
     double acc; /* personalized accuracy at the last evaluation, NaN before */
     /* what the selection policy's view shows of it (sim_sel_client): its last arrived job's
      * report (loss NaN before one), and the round it was last selected in (-1: never) */
-    double seen_loss, seen_duration_s;
+    double seen_loss, seen_loss_rms, seen_duration_s;
     int seen_steps, last_selected;
     /* the job in flight's report, known at dispatch, shown only once its update arrives */
-    double job_loss;
+    double job_loss, job_loss_rms;
     int job_steps;
 } sim_client;
 

@@ -34,6 +34,9 @@ typedef struct sim_sel_client {
                                   pricing), seconds; NAN unless the policy asked for it */
     /* what its last arrived job reported (on time or late): NAN and 0 before one arrived */
     double loss;       /* the job's mean training loss over its batches */
+    double loss_rms;   /* the sqrt of the mean over its training samples of each one's squared
+                          loss (Oort's); 0 or NAN when the job counted none (its algorithm's own
+                          loss, or a cost-only run) */
     double duration_s; /* dispatch to arrival, seconds */
     int steps;         /* SGD steps the job took */
     int last_round;    /* the round (async: model version) it was last selected in; -1: never */

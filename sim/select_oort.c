@@ -8,10 +8,10 @@
  * Exploited clients are the explored candidates of highest score
  *   score_i = U_i / max_j U_j + sqrt(0.1 · ln(r + 1) / (last_i + 1))   (staleness bonus)
  *   score_i ·= (T / t_i)^alpha   when t_i > T                          (system penalty)
- * where U_i = |B_i| · L_i is the statistical utility (|B_i| the client's samples, L_i the mean
- * training loss its last arrived job reported: the mean over its batches of the batch's mean
- * loss, which is what a job reports here; Oort's sqrt of the mean squared per-sample loss is at
- * least that, equal when every sample's loss is the same), max over the explored candidates,
+ * where U_i = |B_i| · L_i is the statistical utility (|B_i| the client's samples, L_i Oort's
+ * sqrt of the mean over its last arrived job's training samples of each one's squared loss;
+ * for an algorithm whose job counts no per-sample loss, the job's mean loss over its batches,
+ * which is at most that), max over the explored candidates,
  * last_i the round it was last selected in, t_i its last job's dispatch-to-arrival time, T the
  * preferred round duration (`duration`, or else the `percentile` of the explored clients'
  * durations: FedScale's round_threshold). Rounds count from 0 here, so r + 1 and last_i + 1 are
@@ -89,6 +89,12 @@ static double preferred_s(const oort_config *o, const sim_sel_view *v)
     return t;
 }
 
+/* |B_i| · L_i (see above) */
+static double utility(const sim_sel_client *sc)
+{
+    return sc->samples * (sc->loss_rms > 0 ? sc->loss_rms : sc->loss);
+}
+
 void sim_sel_oort_scores(const void *cfg, const sim_sel_view *v, double *score, double *T)
 {
     const oort_config *o = cfg;
@@ -97,7 +103,7 @@ void sim_sel_oort_scores(const void *cfg, const sim_sel_view *v, double *score, 
     for (int i = 0; i < v->n_cand; i++) {
         sim_sel_client sc;
         v->client(v->ctx, v->cand[i], &sc);
-        if (!isnan(sc.loss)) umax = fmax(umax, sc.samples * sc.loss);
+        if (!isnan(sc.loss)) umax = fmax(umax, utility(&sc));
     }
     for (int i = 0; i < v->n_cand; i++) {
         sim_sel_client sc;
@@ -106,7 +112,7 @@ void sim_sel_oort_scores(const void *cfg, const sim_sel_view *v, double *score, 
             score[i] = NAN;
             continue;
         }
-        double u = umax > 0 ? sc.samples * sc.loss / umax : 0;
+        double u = umax > 0 ? utility(&sc) / umax : 0;
         double s = u + sqrt(0.1 * log(v->round + 1.0) / (sc.last_round + 1.0));
         if (*T > 0 && sc.duration_s > *T) s *= pow(*T / sc.duration_s, o->alpha);
         score[i] = s;
@@ -171,7 +177,8 @@ static int oort_pick(void *st, const void *cfg, const sim_sel_view *v, int k, in
 const sim_sel_policy sim_sel_oort = {
         .name = "oort",
         .doc = "Oort (Lai et al., OSDI 2021): exploits the explored clients of highest "
-               "statistical utility (samples × the loss their last job reported), penalized by "
+               "statistical utility (samples × the rms of their last job's per-sample losses), "
+               "penalized by "
                "(T/t)^alpha when their last job took t > T, plus a staleness bonus; explores a "
                "decaying share among clients never heard from; blacklists after "
                "`blacklist_rounds` selections. Knows each client's samples and what its arrived "

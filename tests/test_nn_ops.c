@@ -338,6 +338,11 @@ static void test_misc(void)
     float z[3] = {0, 0, 0};
     int32_t l0 = 1;
     CHECK_NEAR(nn_softmax_xent(NULL, z, &l0, 1, 3), log(3.0), 1e-6);
+    /* each sample's loss squared, summed (Oort's utility): ln 2 for logits (0, 0) labelled 0,
+     * ln 4 for (ln 3, 0) labelled 1 */
+    float z2[4] = {0, 0, (float)log(3.0), 0};
+    int32_t y2[2] = {0, 1};
+    CHECK_NEAR(nn_softmax_xent_sq(z2, y2, 2, 2), log(2.0) * log(2.0) + log(4.0) * log(4.0), 1e-6);
 
     /* against soft targets (self-distillation): one-hot targets give the hard loss and gradient,
      * and the gradient of a softened target passes the gradient check */

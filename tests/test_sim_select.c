@@ -103,6 +103,14 @@ static void test_oort_scores(void)
     CHECK_MSG(fabs(s[1] - 0.133419) < 1e-5, "c1: (0.25 + 0.283676)·(10/20)², got %.6f", s[1]);
     CHECK_MSG(fabs(s[2] - 0.901178) < 1e-5, "c2: 0.5 + 0.401178 (t = T: no penalty), got %.6f",
               s[2]);
+    /* a job that counted its samples' losses: L is their rms (3), not the mean (2); c1 counted
+     * none and keeps its mean: U = 300, 50, 100 of max 300 */
+    f.c[0].loss_rms = 3.0;
+    sim_sel_oort_scores(cfg, &v, s, &T);
+    CHECK_MSG(fabs(s[0] - 1.200589) < 1e-5 && fabs(s[2] - (1.0 / 3 + 0.401178)) < 1e-5 &&
+                      fabs(s[1] - (50.0 / 300 + 0.283676) / 4) < 1e-5,
+              "by the rms loss: %.6f %.6f %.6f", s[0], s[1], s[2]);
+    f.c[0].loss_rms = 0;
     sim_sel_config_destroy(&sc);
     /* T from the durations: the 0.3 share into [5, 10, 20] is index 0, 5 s */
     cfg = load(&sc, "{name: oort, oort: {alpha: 2}}");
@@ -327,18 +335,22 @@ static void test_engine_view(void)
         CHECK(v.samples == sc.part.n[c] && v.device == &sc.devices[c] && v.jobs == cl->jobs);
         if (v.jobs == 0) {
             never++;
-            CHECK_MSG(v.last_round == -1 && isnan(v.loss) && isnan(v.duration_s),
+            CHECK_MSG(v.last_round == -1 && isnan(v.loss) && isnan(v.loss_rms) &&
+                              isnan(v.duration_s),
                       "client %d never selected: nothing known", c);
         }
         if (v.arrived == 0) CHECK_MSG(isnan(v.loss), "client %d: no report, no loss", c);
         if (cl->busy) {
             in_flight++;
-            CHECK_MSG(!(v.loss == cl->job_loss), "client %d: the job in flight's loss is hidden",
-                      c);
+            CHECK_MSG(!(v.loss == cl->job_loss) && !(v.loss_rms == cl->job_loss_rms),
+                      "client %d: the job in flight's loss is hidden", c);
         }
         if (v.arrived > 0) {
             reported++;
             CHECK(isfinite(v.loss) && v.duration_s > 0 && v.steps > 0);
+            /* FedAvg's jobs count every training sample's loss */
+            CHECK_MSG(isfinite(v.loss_rms) && v.loss_rms > 0, "client %d: rms loss %g", c,
+                      v.loss_rms);
         }
     }
     CHECK_MSG(never > 0 && in_flight > 0 && reported > 0,
