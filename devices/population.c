@@ -126,17 +126,6 @@ void dev_population_destroy(dev_population *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Normal(mean, sigma) redrawn below floor x mean (64 tries, then floor x mean). */
-static double draw_rate(sim_rng *r, double mean, double sigma, double floor_share)
-{
-    double lo = floor_share * mean;
-    for (int i = 0; i < 64; i++) {
-        double x = mean + sigma * sim_rng_normal(r);
-        if (x >= lo && x > 0) return x;
-    }
-    return lo > 0 ? lo : mean;
-}
-
 void dev_population_draw(const dev_population *p, const dev_profile *ref, sim_rng *r,
                          dev_profile *out, int *phone, int *user)
 {
@@ -151,8 +140,11 @@ void dev_population_draw(const dev_population *p, const dev_profile *ref, sim_rn
     out->step_overhead_ns = (sim_time)llround((double)ref->step_overhead_ns / s);
     out->mem_bandwidth_bps = ref->mem_bandwidth_bps * s;
     out->memory_bytes = d->ram_bytes;
-    out->down_bps = draw_rate(r, u->down_mean, u->down_sigma, p->floor);
-    out->up_bps = draw_rate(r, u->up_mean, u->up_sigma, p->floor);
+    /* the user's measured rates: each transfer draws its own (the engine, dev_rate_draw) */
+    out->down_bps = u->down_mean;
+    out->up_bps = u->up_mean;
+    out->down_draw = (dev_rate_dist){u->down_mean, u->down_sigma, p->floor * u->down_mean};
+    out->up_draw = (dev_rate_dist){u->up_mean, u->up_sigma, p->floor * u->up_mean};
     if (phone) *phone = ph;
     if (user) *user = us;
 }

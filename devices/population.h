@@ -12,9 +12,11 @@
  *                   by default) is the least-squares fit, in logs, of FLASH's measured per-batch
  *                   times of three phones against their scores; score alone (exponent 1) misses
  *                   those ratios by -52%..+524%, 0.65 by -59%..+133% (devices/phones/README.md);
- *   up, down      = one draw each from Normal(mean, sigma) of the drawn user's measurement,
- *                   redrawn below floor x mean (truncated; after 64 redraws it is floor x mean).
- * The bandwidth is drawn once per client, not per transfer: a client keeps its draw for the run.
+ *   up, down      = the drawn user's measured means, and each transfer (a job's download, its
+ *                   upload) draws its own rate from Normal(mean, sigma) of that user, redrawn
+ *                   below floor x mean (truncated; after 64 redraws it is floor x mean): the
+ *                   profile's up_draw and down_draw, which the engine samples per job from the
+ *                   stream (seed, SIM_RNG_TRANSFER, job).
  * Latency, availability, sparse_eff and capacity are the reference's.
  *
  * Phones and users are drawn uniformly (the list is a ranking, not a market share) from the

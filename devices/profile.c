@@ -182,6 +182,15 @@ int dev_fit_step_cost(const double *flops, const double *bytes, const double *se
     return 0;
 }
 
+double dev_rate_draw(const dev_rate_dist *d, sim_rng *r)
+{
+    for (int i = 0; i < 64; i++) {
+        double x = d->mean + d->sigma * sim_rng_normal(r);
+        if (x >= d->floor && x > 0) return x;
+    }
+    return d->floor > 0 ? d->floor : d->mean;
+}
+
 sim_time dev_transfer_ns(sim_time latency, double bytes, double bps)
 {
     assert(latency >= 0 && bytes >= 0 && bps > 0);

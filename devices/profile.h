@@ -85,12 +85,23 @@ typedef struct dev_dist {
     double lo, hi; /* LOGNORMAL: clamps (0 and INFINITY when not given) */
 } dev_dist;
 
+/* A rate drawn afresh for each transfer: Normal(mean, sigma) bit/s, redrawn below floor (64
+ * tries, then floor). sigma 0: none (the profile's fixed rate). */
+typedef struct dev_rate_dist {
+    double mean, sigma, floor;
+} dev_rate_dist;
+double dev_rate_draw(const dev_rate_dist *d, sim_rng *r);
+
 typedef struct dev_profile {
-    char name[DEV_MAX_NAME];        /* catalog or scenario name, "" when anonymous */
-    char source[160];               /* where its figures come from (`source:`), "" unsaid */
-    double compute_flops;           /* sustained FLOP/s, > 0 */
-    double up_bps;                  /* uplink bit/s, > 0 */
-    double down_bps;                /* downlink bit/s, > 0 */
+    char name[DEV_MAX_NAME]; /* catalog or scenario name, "" when anonymous */
+    char source[160];        /* where its figures come from (`source:`), "" unsaid */
+    double compute_flops;    /* sustained FLOP/s, > 0 */
+    double up_bps;           /* uplink bit/s, > 0 */
+    double down_bps;         /* downlink bit/s, > 0 */
+    /* per-transfer draws of the rates (devices.population): a job's download and upload each
+     * take a rate from Normal(mean, sigma) redrawn below floor (dev_rate_draw), when sigma > 0;
+     * up_bps and down_bps are then the means (what `fedsim check` prices by) */
+    dev_rate_dist up_draw, down_draw;
     sim_time latency_ns;            /* added to every transfer, >= 0 */
     double memory_bytes;            /* memory a training job may use, > 0 */
     double capacity;                /* (0, 1], or 0 = derive with dev_capacity */

@@ -54,6 +54,17 @@ void sim_eng_schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_
     sim_queue_push(&e->q, at, kind, who, arg);
 }
 
+void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *down, double *up)
+{
+    const dev_profile *p = &e->spec.devices[c];
+    *down = p->down_bps, *up = p->up_bps;
+    if (!(p->down_draw.sigma > 0 || p->up_draw.sigma > 0)) return;
+    sim_rng r;
+    sim_rng_seed(&r, e->spec.seed, SIM_RNG_TRANSFER, job_id);
+    if (p->down_draw.sigma > 0) *down = dev_rate_draw(&p->down_draw, &r);
+    if (p->up_draw.sigma > 0) *up = dev_rate_draw(&p->up_draw, &r);
+}
+
 /* Finish dispatching a job to client c now, given what its training produced: count the download,
  * and schedule its phases (or its loss, if the client goes offline first). The in-process and the
  * worker-pool paths both end here, in client-id order, so their events are the same. */
@@ -73,6 +84,12 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
                         "algorithm.lr, or set algorithm.clip)",
                         c, r->loss, e->round);
     double db = sim_message_bytes(&e->spec, down_len);
+    dev_profile drawn; /* the profile with this job's rates, when they are drawn per transfer */
+    if (dev->down_draw.sigma > 0 || dev->up_draw.sigma > 0) {
+        drawn = *dev;
+        sim_eng_job_rates(e, c, e->next_job + 1, &drawn.down_bps, &drawn.up_bps);
+        dev = &drawn;
+    }
     dev_job job = {.work = sim_cost_work(&r->cost, r->steps),
                    .down_bytes = db,
                    .up_bytes = sim_message_bytes(&e->spec, r->up_bytes),

@@ -162,6 +162,10 @@ int sim_eng_select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_i
 /* Client c as the selection policy's view shows it (sim_sel_view.client; ctx: the engine). */
 void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out);
 void sim_eng_sort_ids(int32_t *ids, int n);
+/* The rates client c's job job_id transfers at (bit/s): its profile's, or, when the profile
+ * draws them per transfer (dev_profile.up_draw/down_draw), that job's draws from (seed,
+ * SIM_RNG_TRANSFER, job_id): a function of the job alone, so a checkpoint need not keep them. */
+void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *down, double *up);
 /* Dispatch jobs to the n clients in sel now, counting each in in_flight. */
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
 /* After the updates are absorbed: aggregate them (participants of them), count the round, then

@@ -93,7 +93,6 @@ static void project(sim_engine *e, int32_t c)
 /* Client c's transfer of bytes (> 0) in direction dir (0 up, 1 down) starts now. */
 static void start_flow(sim_engine *e, int32_t c, int dir, double bytes)
 {
-    const dev_profile *dev = &e->spec.devices[c];
     const sim_net_config *nc = e->spec.net;
     sim_netjob *j = &e->nj[c];
     int path[SIM_NET_PATH], np = 0, g = nc->group_of[c];
@@ -101,7 +100,9 @@ static void start_flow(sim_engine *e, int32_t c, int dir, double bytes)
     double srv = dir ? nc->server_down : nc->server_up;
     if (isfinite(grp)) path[np++] = 2 + 2 * g + dir;
     if (isfinite(srv)) path[np++] = dir;
-    double bps = dir ? dev->down_bps : dev->up_bps;
+    double down, up; /* this job's rates (drawn per transfer, or the profile's) */
+    sim_eng_job_rates(e, c, e->c[c].job_id, &down, &up);
+    double bps = dir ? down : up;
     /* the old model's duration, less its latency: what the flow takes at its own cap alone */
     j->own_ns = dev_transfer_ns(0, bytes, bps);
     j->flow_start = e->now;

@@ -34,6 +34,7 @@ enum {
                               indices (seed: the message's own, index 0), and each message's
                               draws (index: the job's stream for an upload, 1 << 62 | client
                               << 32 | round for a download) */
+    SIM_RNG_TRANSFER = 23, /* per-transfer rates (dev_profile.up_draw/down_draw); index: job */
     SIM_RNG_TEST = 100,    /* tests only */
 };
 

@@ -321,8 +321,8 @@ const sim_key sim_keys_population[] = {
          .doc = "a phone's step time scales by score^-exponent; 0.65 fits FLASH's measured "
                 "per-batch times of three phones (devices/phones/README.md, with its errors)"},
         {"floor", SIM_KEY_DOUBLE, K(floor), .dflt = "0.1", .lo = 0, .hi = 0.99,
-         .doc = "a client's up and down are drawn once from Normal(mean, sigma) of a measured "
-                "user and redrawn below floor × mean"},
+         .doc = "each transfer (a job's download, its upload) draws its rate from Normal(mean, "
+                "sigma) of the client's measured user, redrawn below floor × mean"},
         {"list", SIM_KEY_STRING, K(list), .size = sizeof(((sim_population_keys *)0)->list),
          .dflt = "devices/phones/ai_benchmark.tsv", .dflt_fn = phone_list_default,
          .doc = "the phones (AI-Benchmark's list as FLASH ships it), drawn uniformly: model, cpu, "

@@ -12,6 +12,7 @@
 #include "sim/cost.h"
 #include "sim/scenario.h"
 #include "tests/check.h"
+#include "tests/files.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -148,13 +149,20 @@ static void test_population_draws(void)
         bad += p.memory_bytes != d->ram_bytes;
         bad += fabs(p.compute_flops / (ref->compute_flops * s) - 1) > 1e-12;
         bad += llabs(p.step_overhead_ns - llround((double)ref->step_overhead_ns / s)) > 0;
-        bad += p.latency_ns != ref->latency_ns || p.up_bps < 0.1 * u->up_mean ||
-               p.down_bps < 0.1 * u->down_mean;
-        below += p.up_bps < u->up_mean;
+        /* the user's means, and per-transfer draws from the user's normal above the floor */
+        bad += p.latency_ns != ref->latency_ns || p.up_bps != u->up_mean ||
+               p.down_bps != u->down_mean;
+        bad += p.up_draw.mean != u->up_mean || p.up_draw.sigma != u->up_sigma ||
+               p.up_draw.floor != 0.1 * u->up_mean || p.down_draw.mean != u->down_mean ||
+               p.down_draw.sigma != u->down_sigma || p.down_draw.floor != 0.1 * u->down_mean;
+        sim_rng t; /* one transfer each way, as the engine draws a job's */
+        sim_rng_seed(&t, 1, SIM_RNG_TRANSFER, (uint64_t)c + 1);
+        down[c] = dev_rate_draw(&p.down_draw, &t);
+        up[c] = dev_rate_draw(&p.up_draw, &t);
+        bad += up[c] < p.up_draw.floor || down[c] < p.down_draw.floor;
+        below += up[c] < u->up_mean;
         score[c] = d->score;
         ram[c] = p.memory_bytes;
-        up[c] = p.up_bps;
-        down[c] = p.down_bps;
         /* the same seed and client draw the same phone */
         sim_rng_seed(&r, 1, SIM_RNG_PHONES, (uint64_t)c);
         dev_profile q;
@@ -164,7 +172,8 @@ static void test_population_draws(void)
         dev_profile_destroy(&p);
     }
     CHECK_MSG(bad == 0, "%d draws differ from their phone, user or repeat", bad);
-    /* below the user's mean about half the time: the floor cuts little of the normal */
+    /* a transfer's rate is below its user's mean about half the time: the floor cuts little of
+     * the normal */
     CHECK_MSG(below > 0.4 * N && below < 0.6 * N, "%d of %d up draws below the mean", below, N);
     qsort(score, N, sizeof *score, cmp_double);
     qsort(list, 333, sizeof *list, cmp_double);
@@ -259,10 +268,59 @@ static void test_population_scenario(void)
     CHECK_MSG(strstr(err.msg, "'phone'") != NULL, "%s", err.msg);
 }
 
+/* Runs on the population: each transfer draws its own rate (a client's downloads of the same
+ * model take different times), the same outputs with 0 and 2 workers, and a run stopped after a
+ * checkpoint and resumed equals the straight run (the draws are a function of the job). */
+static void test_population_runs(void)
+{
+    const char *bin = getenv("FEDSIM_BIN");
+    if (!bin) bin = "build/test/fedsim";
+    char dir[] = "/tmp/fedsim-phones-XXXXXX", cmd[2048];
+    if (!mkdtemp(dir)) return;
+    const char *args = "run scenarios/tiny.yaml -q --plots none --set rounds=6 "
+                       "--set 'devices.population={phones: 1}' --checkpoint-every 2";
+    snprintf(cmd, sizeof cmd,
+             "%s %s --workers 0 --out %s/w0 >/dev/null 2>&1 && %s %s --workers 2 --out %s/w2 "
+             ">/dev/null 2>&1 && FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2 %s %s --workers 0 --out "
+             "%s/r >/dev/null 2>&1; %s resume %s/r -q --plots none >/dev/null 2>&1",
+             bin, args, dir, bin, args, dir, bin, args, dir, bin, dir);
+    CHECK(system(cmd) == 0);
+    CHECK_MSG(test_same_outputs(dir, "w0", "w2", 1), "population: 0 and 2 workers agree");
+    CHECK_MSG(test_same_outputs(dir, "w0", "r", 1), "population: resumed = straight");
+    /* a client's downloads (the same dense model each round) with different durations */
+    char path[300];
+    snprintf(path, sizeof path, "%s/w0/timeline.tsv", dir);
+    size_t len;
+    char *t = test_slurp(path, &len);
+    double first[64];
+    int seen[64] = {0}, differ = 0, pairs = 0;
+    for (char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        int c, r;
+        double s0, s1;
+        char ph[16];
+        if (sscanf(l, "%d\t%d\t%15s\t%lf\t%lf\tok", &c, &r, ph, &s0, &s1) != 5 ||
+            strcmp(ph, "download") || c < 0 || c >= 64)
+            continue;
+        if (seen[c]++) {
+            pairs++;
+            differ += fabs((s1 - s0) - first[c]) > 1e-9;
+        } else {
+            first[c] = s1 - s0;
+        }
+    }
+    CHECK_MSG(pairs > 3 && differ == pairs,
+              "a client's later downloads take other times than its first: %d of %d", differ,
+              pairs);
+    free(t);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (!check_failed && system(cmd)) printf("could not remove %s\n", dir);
+}
+
 int main(void)
 {
     test_lenet_validation();
     test_population_draws();
     test_population_scenario();
+    test_population_runs();
     return CHECK_DONE();
 }
