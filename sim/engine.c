@@ -244,14 +244,6 @@ static sim_sel_view sel_view(sim_engine *e)
                           .ctx = e};
 }
 
-/* Tell the policy what the server learned of client c (SIM_SEL_*). */
-static void sel_observe(sim_engine *e, int what, int32_t c)
-{
-    if (!e->sel->observe) return;
-    sim_sel_view v = sel_view(e);
-    e->sel->observe(e->sel_state, e->sel_cfg, &v, what, c);
-}
-
 /* The policy picks from the clients that can take a job now (uniform tests them one at a time
  * as it draws; the others get the list), from its own stream. Each pick is dispatched at once,
  * in client-id order, so a round's event order does not depend on the sample's. */
@@ -269,10 +261,8 @@ int sim_eng_select_clients(sim_engine *e, int k, int32_t *out, uint64_t stream_i
     }
     int got = k > 0 ? e->sel->pick(e->sel_state, e->sel_cfg, &v, k, out, &r) : 0;
     free(cand);
-    for (int i = 0; i < got; i++) {
+    for (int i = 0; i < got; i++)
         e->c[out[i]].last_selected = e->round;
-        sel_observe(e, SIM_SEL_SELECTED, out[i]);
-    }
     return got;
 }
 
@@ -376,7 +366,6 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         free(cl->pending_priv);
         cl->pending_priv = NULL;
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
-        sel_observe(e, SIM_SEL_LOST, ev->who);
         sim_eng_timeline_row(e, ev->who,
                              e->now < cl->job_down_end    ? "download"
                              : e->now < cl->job_train_end ? "train"
@@ -405,7 +394,6 @@ arrived:
     cl->seen_loss_rms = cl->job_loss_rms;
     cl->seen_steps = cl->job_steps;
     cl->seen_duration_s = 1e-9 * (double)(e->now - cl->job_start);
-    sel_observe(e, SIM_SEL_ARRIVED, ev->who);
     return f->mode == SIM_ASYNC ? sim_async_arrival(e, ev->who, err)
                                 : sim_sync_arrival(e, ev->who, err);
 }

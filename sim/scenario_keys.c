@@ -441,6 +441,15 @@ static int vocab_add(vocab *v, int n, const char *path, const char *where, const
     return n + 1;
 }
 
+/* A named sub-map's (algorithm.NAME, federation.selection.NAME), said as "PARENT.NAME:". */
+static int vocab_sub(vocab *v, int n, const char *parent, const char *name, const sim_key *keys)
+{
+    char path[64], where[80];
+    snprintf(path, sizeof path, "%s.%s", parent, name);
+    snprintf(where, sizeof where, "%s:", path);
+    return vocab_add(v, n, path, where, keys, NULL);
+}
+
 /* Every map's vocabulary; returns how many. */
 static int vocabs(vocab *v)
 {
@@ -448,22 +457,15 @@ static int vocabs(vocab *v)
     n = vocab_add(v, n, "dataset", "dataset:", sim_keys_dataset, NULL);
     n = vocab_add(v, n, "partition", "partition:", sim_keys_partition, NULL);
     n = vocab_add(v, n, "algorithm", "algorithm:", fl_keys_common, ALGO_NAME);
-    for (int i = 0; fl_sections[i]; i++) {
-        char path[64], where[80];
-        snprintf(path, sizeof path, "algorithm.%s", fl_sections[i]->name);
-        snprintf(where, sizeof where, "%s:", path);
-        n = vocab_add(v, n, path, where, fl_sections[i]->keys, NULL);
-    }
+    for (int i = 0; fl_sections[i]; i++)
+        n = vocab_sub(v, n, "algorithm", fl_sections[i]->name, fl_sections[i]->keys);
     n = vocab_add(v, n, "federation", "federation:", sim_keys_federation, NULL);
     n = vocab_add(v, n, "federation.staleness", "federation.staleness:", sim_keys_staleness, NULL);
     n = vocab_add(v, n, "federation.selection", "federation.selection:", sim_sel_keys, NULL);
-    for (int i = 0; sim_sel_policies[i]; i++) {
-        if (!sim_sel_policies[i]->keys) continue;
-        char path[64], where[80];
-        snprintf(path, sizeof path, "federation.selection.%s", sim_sel_policies[i]->name);
-        snprintf(where, sizeof where, "%s:", path);
-        n = vocab_add(v, n, path, where, sim_sel_policies[i]->keys, NULL);
-    }
+    for (int i = 0; sim_sel_policies[i]; i++)
+        if (sim_sel_policies[i]->keys)
+            n = vocab_sub(v, n, "federation.selection", sim_sel_policies[i]->name,
+                          sim_sel_policies[i]->keys);
     n = vocab_add(v, n, "eval", "eval:", sim_keys_eval, NULL);
     n = vocab_add(v, n, "compression", "compression:", NULL, COMP_DIRS);
     n = vocab_add(v, n, "compression.up", "compression.up:", sim_keys_compression, NULL);

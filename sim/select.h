@@ -59,9 +59,6 @@ typedef struct sim_sel_view {
     void *ctx;
 } sim_sel_view;
 
-/* What the server learned about a client (sim_sel_policy.observe). */
-enum { SIM_SEL_SELECTED, SIM_SEL_ARRIVED, SIM_SEL_LOST };
-
 /* sim_sel_policy.flags */
 enum {
     SIM_SEL_PREDICTED = 1 << 0, /* reads sim_sel_client.predicted_s: the run prices every client's
@@ -86,9 +83,6 @@ typedef struct sim_sel_policy {
     /* Up to k clients the view says can take a job now into out, in client-id order; returns how
      * many. r is the policy's stream for this selection. */
     int (*pick)(void *st, const void *cfg, const sim_sel_view *v, int k, int32_t *out, sim_rng *r);
-    /* Optional: the server learned something about client c (SIM_SEL_*), v as of then (cand
-     * NULL). Called after the engine has recorded it in what v shows. */
-    void (*observe)(void *st, const void *cfg, const sim_sel_view *v, int what, int32_t c);
 } sim_sel_policy;
 
 extern const sim_sel_policy *const sim_sel_policies[]; /* NULL-ended; [0] is uniform */
