@@ -133,6 +133,11 @@ enum {
      * refused when the scenario loads */
     FL_COMPRESS_UP = 1 << 4,
     FL_COMPRESS_DOWN = 1 << 5,
+    /* a job's training work (cost and steps) is known before it trains: client_train in cost-only
+     * mode returns exactly the work the real job reports (dense models, fixed widths and masks),
+     * so the engine schedules the job from it at dispatch and needs its result only when its
+     * training ends (sim/engine.c; a run that finds otherwise stops with an error) */
+    FL_FIXED_COST = 1 << 6,
 };
 
 /* An extra column of metrics.tsv (fl_algo.columns), after the engine's own: its header name, how
@@ -223,6 +228,14 @@ typedef struct fl_algo {
     /* Optional (NULL: none): the algorithm's own metrics.tsv columns (fl_column), at most
      * FL_MAX_COLUMNS, ending with a NULL name; the engine writes them after its own. */
     const fl_column *columns;
+    /* Optional, for algorithms without FL_FIXED_COST (NULL: a job's training may take no time):
+     * work no job of this client can train in less time than, on any device, into lo->cost and
+     * lo->steps (FLOPs executed, steps and bytes at their least; masked FLOPs at their most
+     * skipped), e.g. the job's cost at the algorithm's least density. The engine trains a job on
+     * a worker while it simulates ahead up to the instant its training could end at the
+     * earliest, so a higher bound lets more jobs train at once; a bound above a real job's work
+     * stops the run with an error. w is scratch; nothing is packed (lo->up stays empty). */
+    void (*job_bound)(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *lo);
 } fl_algo;
 
 extern const fl_algo *const fl_algos[];       /* NULL-terminated (registry.c) */

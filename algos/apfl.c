@@ -150,7 +150,7 @@ const fl_algo fl_apfl = {
                    "by a learned weight alpha",
         .doc = "FedAvg plus a personal model v trained, step by step beside the global one, as the "
                "mix αv + (1 − α)w that it is evaluated as; α learned",
-        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_apfl_section,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,

@@ -63,7 +63,7 @@ const fl_algo fl_ditto = {
         .summary = "Ditto: FedAvg and a personal model per client with a proximal term "
                    "lambda to the global one",
         .doc = "FedAvg plus a personal model with a proximal term λ to the global one",
-        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_ditto_section,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,

@@ -714,7 +714,7 @@ const fl_algo fl_dmpfl = {
                    "weights through dual masks",
         .doc = "DM-PFL: a sparse global model and sparse personal models sharing its weights "
                "through dual masks",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
         .section = &fl_dmpfl_section,
         .streams = STREAMS,
         .server_new = dmpfl_new,
@@ -735,7 +735,7 @@ const fl_algo fl_dmpfl_plus = {
                    "test sample",
         .doc = "DM-PFL choosing the personal or the global model per test sample; `acc_base_*` in "
                "its metrics.tsv are DM-PFL's accuracies from the same run",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
         .section = &fl_dmpfl_section,
         .streams = STREAMS,
         .server_new = dmpfl_new,

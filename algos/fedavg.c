@@ -152,7 +152,8 @@ const fl_algo fl_fedavg = {
         .version = FL_ALGO_VERSION,
         .name = "fedavg",
         .summary = "FedAvg: sample-weighted mean of client updates",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN |
+                 FL_FIXED_COST,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,
@@ -167,7 +168,8 @@ const fl_algo fl_fedprox = {
         .version = FL_ALGO_VERSION,
         .name = "fedprox",
         .summary = "FedProx: FedAvg with a proximal term mu on clients",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN |
+                 FL_FIXED_COST,
         .server_new = fl_fedavg_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,

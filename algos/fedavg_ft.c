@@ -112,7 +112,8 @@ const fl_algo fl_fedavg_ft = {
         .doc = "FedAvg, each client evaluated after `finetune.epochs` epochs of fine-tuning on its "
                "training samples; its metrics.tsv also has FedAvg's accuracy from the same run, "
                "`acc_base_*`",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN |
+                 FL_FIXED_COST,
         .section = &fl_finetune_section,
         .server_new = ft_new,
         .server_free = ft_free,

@@ -168,7 +168,7 @@ const fl_algo fl_fednova = {
         .name = "fednova",
         .summary = "FedNova: client updates normalized by their local steps (momentum-aware), "
                    "rescaled by the mean",
-        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .server_new = nova_new,
         .server_free = fl_fedavg_free,
         .job_down = fl_fedavg_down,

@@ -183,7 +183,8 @@ const fl_algo fl_fedopt = {
         .name = "fedopt",
         .summary = "FedOpt: FedAvg's clients, the server steps by Adam, Yogi or Adagrad on "
                    "the mean update",
-        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN,
+        .flags = FL_HAS_GLOBAL | FL_KEEPS_MOMENTUM | FL_COMPRESS_UP | FL_COMPRESS_DOWN |
+                 FL_FIXED_COST,
         .section = &fl_fedopt_section,
         .server_new = fedopt_new,
         .server_free = fedopt_free,

@@ -612,6 +612,15 @@ static int pews_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_res
     return rc;
 }
 
+/* job_bound: in the phase of learned masks a job's work depends on the masks its scores draw:
+ * the cost-only job's steps, at no FLOPs or bytes; in the others (fixed subnetworks, then FedAvg)
+ * the cost-only job's work, which is the job's own. */
+static void pews_bound(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *lo)
+{
+    train_cost_only(env, job, w, lo);
+    if (phase(env->cfg, job->round) == LEARNED) memset(&lo->cost, 0, sizeof lo->cost);
+}
+
 const fl_algo fl_fedpews = {
         .version = FL_ALGO_VERSION,
         .name = "fedpews",
@@ -632,4 +641,5 @@ const fl_algo fl_fedpews = {
         .server_load = pews_load,
         .report_file = "masks.tsv",
         .report = pews_report,
+        .job_bound = pews_bound,
 };

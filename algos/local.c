@@ -122,7 +122,7 @@ const fl_algo fl_local = {
         .summary = "Local-only: each client trains alone, nothing is sent",
         .doc = "local-only, no communication; with `width.by: capacity` each client trains its own "
                "width's model",
-        .flags = FL_KEEPS_MOMENTUM,
+        .flags = FL_KEEPS_MOMENTUM | FL_FIXED_COST,
         .server_new = local_new,
         .server_free = local_free,
         .job_down = local_down,

@@ -760,6 +760,18 @@ static double pfedgate_width(const fl_env *env, int32_t client)
     return sqrt(budget(env, client));
 }
 
+/* job_bound: the gate picks each batch's blocks, so a job's FLOPs are known only by training; its
+ * steps are not (the cost-only job's: batches of one are skipped, as training skips them). The
+ * steps at no FLOPs or bytes. */
+static void pfedgate_bound(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *lo)
+{
+    fl_env ce = *env;
+    ce.cost_only = 1;
+    sim_err err;
+    pfedgate_train(&ce, job, w, lo, &err); /* cost-only: no message read, nothing fails */
+    memset(&lo->cost, 0, sizeof lo->cost);
+}
+
 const fl_algo fl_pfedgate = {
         .version = FL_ALGO_VERSION,
         .name = "pfedgate",
@@ -782,4 +794,5 @@ const fl_algo fl_pfedgate = {
         .eval_client = pfedgate_eval_client,
         .server_round_end = pfedgate_round_end,
         .warn = pfedgate_warn,
+        .job_bound = pfedgate_bound,
 };

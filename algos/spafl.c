@@ -785,6 +785,14 @@ static int spafl_local_train(const fl_env *env, const fl_job *job, fl_worker *w,
     return train(env, job, w, res, 1, err);
 }
 
+/* job_bound: a job's steps are fixed, its FLOPs fall as its thresholds prune filters and neurons
+ * (to none, at the least): the cost-only job's steps, at no FLOPs or bytes. */
+static void spafl_bound(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *lo)
+{
+    train_cost_only(env, job, w, lo, 1);
+    memset(&lo->cost, 0, sizeof lo->cost);
+}
+
 const fl_algo fl_spafl = {
         .version = FL_ALGO_VERSION,
         .name = "spafl",
@@ -801,6 +809,7 @@ const fl_algo fl_spafl = {
         .eval_params = spafl_eval,
         .server_save = spafl_save,
         .server_load = spafl_load,
+        .job_bound = spafl_bound,
 };
 const fl_algo fl_spafl_local = {
         .version = FL_ALGO_VERSION,
@@ -817,4 +826,5 @@ const fl_algo fl_spafl_local = {
         .eval_params = spafl_eval,
         .server_save = spafl_save,
         .server_load = spafl_load,
+        .job_bound = spafl_bound,
 };

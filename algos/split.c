@@ -640,7 +640,7 @@ const fl_algo fl_fedper = {
         .name = "fedper",
         .summary = "FedPer: FedAvg of the body, a personal head per client",
         .doc = "FedAvg of the body, personal head",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
         .server_new = fedper_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -658,7 +658,7 @@ const fl_algo fl_lgfedavg = {
                    "FedAvg of the head",
         .doc = "personal body, FedAvg of the head: the linear layers of a CNN, the last layer of "
                "an MLP",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
         .server_new = lg_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -676,7 +676,7 @@ const fl_algo fl_fedrep = {
                    "then the body with the head frozen",
         .doc = "FedPer's split; each job trains the head for the local epochs with the body "
                "frozen, then the body with the head frozen: ≈ 4/3 of FedPer's FLOPs",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
         .server_new = fedper_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -694,7 +694,7 @@ const fl_algo fl_pfedhn = {
                    "embedding; personal head",
         .doc = "pFedHN: a server-side hyper-network generates each client's body from its "
                "embedding; the head stays with the client; no global model",
-        .flags = 0,
+        .flags = FL_FIXED_COST | FL_FIXED_COST,
         .section = &fl_pfedhn_section,
         .streams = STREAMS,
         .server_new = pfedhn_new,

@@ -320,6 +320,11 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
                 "fedsim: %ld worker process(es) exceeded --job-timeout and were killed and "
                 "replaced; their jobs were re-run\n",
                 t.workers_timed_out);
+    if (t.workers_busy_s > 0 && t.wall_s > 0 && !o->quiet)
+        fprintf(stderr,
+                "fedsim: %.2f jobs trained at once on average (%.1f s of training on the workers "
+                "in %.1f s)\n",
+                t.workers_busy_s / t.wall_s, t.workers_busy_s, t.wall_s);
     char ts[32], up[32], down[32];
     sim_format_time(ts, sizeof ts, t.now);
     sim_format_bytes(up, sizeof up, t.bytes_up);
@@ -409,8 +414,10 @@ static const char run_usage[] =
         "their defaults: scenarios/README.md); --seed N is --set seed=N; --cost-only skips\n"
         "the math and reports the FLOPs and bytes the jobs would have; -q: no progress\n"
         "line; --trace writes every event as a line of text; --workers N trains client\n"
-        "jobs in N forked processes [online cores], 0 = in this process, and with N >= 2\n"
-        "spreads evaluations over N processes; outputs do not depend on N.\n"
+        "jobs in N forked processes [online cores], 0 = in this process (a job trains\n"
+        "from its dispatch while the simulation goes on to its earliest possible end;\n"
+        "the run ends saying how many trained at once), and with N >= 2 spreads\n"
+        "evaluations over N processes; outputs do not depend on N.\n"
         "--job-timeout S: a worker holding a job over S wall seconds is killed and\n"
         "replaced, and the job re-run (3 tries) [0 = no limit]; outputs unchanged.\n"
         "DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall minutes\n"

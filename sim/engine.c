@@ -54,155 +54,6 @@ void sim_eng_schedule(sim_engine *e, sim_time at, int kind, int32_t who, uint64_
     sim_queue_push(&e->q, at, kind, who, arg);
 }
 
-void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *down, double *up)
-{
-    const dev_profile *p = &e->spec.devices[c];
-    *down = p->down_bps, *up = p->up_bps;
-    if (!(p->down_draw.sigma > 0 || p->up_draw.sigma > 0)) return;
-    sim_rng r;
-    sim_rng_seed(&r, e->spec.seed, SIM_RNG_TRANSFER, job_id);
-    if (p->down_draw.sigma > 0) *down = dev_rate_draw(&p->down_draw, &r);
-    if (p->up_draw.sigma > 0) *up = dev_rate_draw(&p->up_draw, &r);
-}
-
-/* Finish dispatching a job to client c now, given what its training produced: count the download,
- * and schedule its phases (or its loss, if the client goes offline first). The in-process and the
- * worker-pool paths both end here, in client-id order, so their events are the same. */
-static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_out *out,
-                           sim_err *err)
-{
-    sim_client *cl = &e->c[c];
-    const dev_profile *dev = &e->spec.devices[c];
-    fl_result *r = &out->res;
-    if (out->rc) {
-        *err = out->err;
-        return out->rc;
-    }
-    if (!isfinite(r->loss))
-        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                        "training diverged: client %d's loss is %g in round %d (lower "
-                        "algorithm.lr, or set algorithm.clip)",
-                        c, r->loss, e->round);
-    double db = sim_message_bytes(&e->spec, down_len);
-    dev_profile drawn; /* the profile with this job's rates, when they are drawn per transfer */
-    if (dev->down_draw.sigma > 0 || dev->up_draw.sigma > 0) {
-        drawn = *dev;
-        sim_eng_job_rates(e, c, e->next_job + 1, &drawn.down_bps, &drawn.up_bps);
-        dev = &drawn;
-    }
-    dev_job job = {.work = sim_cost_work(&r->cost, r->steps),
-                   .down_bytes = db,
-                   .up_bytes = sim_message_bytes(&e->spec, r->up_bytes),
-                   .down_always = 1};
-    dev_phases ph;
-    dev_price(dev, &job, e->now, &ph);
-    sim_time t_down = ph.down_end, t_train = ph.train_end, t_up = ph.up_end;
-    uint64_t id = ++e->next_job;
-    cl->busy = 1;
-    cl->job_round = e->round;
-    cl->job_id = id;
-    cl->jobs++;
-    e->tot.jobs++;
-    e->dispatches++;
-    free(cl->up);
-    cl->up = NULL;
-    cl->up_len = r->up_bytes; /* in cost-only mode the size exists without the content */
-    /* The client keeps the result's buffers themselves: a copy of a model-sized message would
-     * touch fresh pages for every job of every round (a fifth of the coordinator's time). */
-    if (r->up.size) cl->up = msgpack_sbuffer_release(&r->up);
-    free(cl->pending_priv);
-    cl->pending_priv = NULL;
-    cl->pending_priv_len = r->priv.size;
-    if (r->priv.size) cl->pending_priv = msgpack_sbuffer_release(&r->priv);
-    /* The server sends the whole download at dispatch: its bytes count now. */
-    cl->bytes_down += db;
-    e->tot.bytes_down += db;
-    sim_eng_log_event(e, SIM_EV_DISPATCH, c, db, 0);
-    cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[c];
-    cl->job_loss = r->loss;
-    cl->job_loss_rms = r->cost.loss_n > 0 ? sqrt(r->cost.loss_sq / r->cost.loss_n) : NAN;
-    cl->job_steps = r->steps;
-    if (e->net) { /* shared links: the phases are scheduled as they end (engine_net.c) */
-        sim_eng_net_dispatch(e, c, &job, &ph);
-        return SIM_OK;
-    }
-    sim_time off = dev_avail_next_change(&cl->avail, e->now);
-    if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
-        off = e->now; /* the device can never finish (its speed stays 0): the job is lost now */
-    sim_time end = off < t_up ? off : t_up;
-    cl->busy_until = end;
-    cl->busy_ns += end - e->now;
-    if (t_down <= end) sim_eng_schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
-    /* what the device executed: the masked-out FLOPs its sparse runtime skips are not counted */
-    cl->job_flops = ph.flops;
-    cl->job_start = e->now;
-    cl->job_down_end = t_down;
-    cl->job_train_end = t_train;
-    if (t_train <= end) sim_eng_schedule(e, t_train, SIM_EV_TRAIN_DONE, c, id);
-    if (off < t_up)
-        sim_eng_schedule(e, off, SIM_EV_JOB_LOST, c, id);
-    else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
-        sim_eng_schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
-    return SIM_OK;
-}
-
-/* Dispatch jobs to the n clients in sel (client-id order) now, counting each in in_flight. All
- * jobs are built (down message, private state) and trained first, in this process or on the
- * workers, which may run them in any order: a job is a pure function of what it was sent and
- * nothing is scheduled until every result is back. Then each dispatch is finished in sel's order.
- * A job's down message lives only until its job is handed over. */
-int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err)
-{
-    const fl_algo *algo = e->spec.algo;
-    int cost_only = e->spec.env.cost_only, rc = SIM_OK;
-    sim_job_out *out = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *out);
-    size_t *down_len = sim_xcalloc((size_t)(n > 0 ? n : 1), sizeof *down_len);
-    for (int i = 0; i < n; i++)
-        fl_result_init(&out[i].res);
-    if (e->pool) sim_pool_begin(e->pool, n, out);
-    /* Hand the largest jobs out first (longest-processing-time order, by training samples), so
-     * that with several workers the batch does not wait on one big job started last. The order
-     * of training cannot change a result; the pool-less path keeps sel's order. */
-    int *order = sim_xmalloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    if (e->pool)
-        for (int i = 1; i < n; i++) { /* insertion sort: a batch is small, and this is stable */
-            int k = order[i], j = i;
-            for (; j > 0 && e->spec.env.part->n[sel[order[j - 1]]] < e->spec.env.part->n[sel[k]];
-                 j--)
-                order[j] = order[j - 1];
-            order[j] = k;
-        }
-    msgpack_sbuffer down;
-    msgpack_sbuffer_init(&down);
-    for (int o = 0; o < n && !rc; o++) {
-        int i = order[o];
-        sim_client *cl = &e->c[sel[i]];
-        msgpack_sbuffer_clear(&down);
-        down_len[i] = algo->job_down(e->server, sel[i], e->round, cost_only ? NULL : &down);
-        uint64_t stream = e->spec.fed.mode == SIM_SYNC
-                                  ? (uint64_t)sel[i] << 32 | (uint32_t)e->round
-                                  : (uint64_t)1 << 63 | (e->dispatches + (uint64_t)i);
-        fl_job job = {sel[i], e->round, down.data, down.size, cl->priv, cl->priv_len, stream};
-        if (e->pool)
-            rc = sim_pool_submit(e->pool, i, &job, err);
-        else
-            out[i].rc =
-                    algo->client_train(&e->spec.env, &job, &e->worker, &out[i].res, &out[i].err);
-    }
-    msgpack_sbuffer_destroy(&down);
-    if (!rc && e->pool) rc = sim_pool_wait(e->pool, err);
-    for (int i = 0; i < n && !rc; i++)
-        if (!(rc = finish_dispatch(e, sel[i], down_len[i], &out[i], err))) e->in_flight++;
-    for (int i = 0; i < n; i++)
-        fl_result_destroy(&out[i].res);
-    free(out);
-    free(down_len);
-    free(order);
-    return rc;
-}
-
 /* 1 when client c can take a job now: its device holds the model, it is idle and online */
 static int eligible(void *ctx, int32_t c)
 {
@@ -398,11 +249,17 @@ arrived:
                                 : sim_sync_arrival(e, ev->who, err);
 }
 
-/* The next event into *ev; 0 when there is none. With a network, the flows' rates are solved
- * before time moves on, once for every change at this instant (engine_net.c). */
-static int next_event(sim_engine *e, sim_event *ev)
+/* The next event into *ev; 0 when there is none. Jobs are placed first when they are needed by
+ * then (engine_jobs.c): the lookahead. With a network, the flows' rates are solved before time
+ * moves on, once for every change at this instant (engine_net.c). */
+static int next_event(sim_engine *e, sim_event *ev, sim_err *err, int *rc)
 {
     if (e->net) sim_eng_net_settle(e);
+    if (e->n_pend) {
+        const sim_event *top = sim_queue_peek(&e->q);
+        sim_time upto = top ? top->at : DEV_TIME_NEVER;
+        if (sim_eng_jobs_need(e) <= upto && (*rc = sim_eng_jobs_due(e, upto, err))) return 0;
+    }
     return sim_queue_pop(&e->q, ev);
 }
 
@@ -421,7 +278,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
              : e->spec.fed.mode == SIM_SYNC ? sim_sync_start_round(e, err)
                                             : sim_async_fill(e, err);
     sim_event ev;
-    while (!rc && !e->done && next_event(e, &ev)) {
+    while (!rc && !e->done && next_event(e, &ev, err, &rc)) {
         if (e->spec.fed.max_time > 0 && ev.at > e->spec.fed.max_time) {
             e->now = e->spec.fed.max_time;
             break;
@@ -434,6 +291,8 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         if (e->stopped) break;
     }
     if (e->stopped) return rc; /* the checkpoint holds the rest; clients.tsv comes at the end */
+    /* jobs still out count their device time (clients.tsv) as if placed at dispatch */
+    if (!rc) rc = sim_eng_jobs_due(e, DEV_TIME_NEVER, err);
     /* a run cut short by max_time (or with nothing left to do) still ends on an evaluation; one
      * at its last aggregation already is (evaluated again later, pFedGate's clients would lose
      * their own copies, dropped as the aggregation's event ended) */
@@ -444,6 +303,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
                       "async run stopped at aggregation %d: no client can take part any more",
                       e->round);
     sim_eng_progress(e, 1);
+    e->wall_end = sim_eng_wall_s();
     if (!rc) rc = sim_eng_outputs_finish(e, err);
     sim_eng_tick(e, 1);
     if (!rc) rc = sim_eng_write_report(e, err);
@@ -494,6 +354,9 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     sim_queue_init(&e->q);
     if (spec->net) sim_eng_net_new(e);
     fl_worker_init(&e->worker);
+    fl_worker_init(&e->price_worker);
+    e->price_env = e->spec.env;
+    e->price_env.cost_only = 1;
     nn_model_init(&e->eval_model, spec->env.arch, 256);
     /* a client is excluded when its device cannot hold the model it trains (its width's; the
      * memory is measured again only when the width changes) */
@@ -568,7 +431,9 @@ void sim_engine_free(sim_engine *e)
     sim_queue_destroy(&e->q);
     if (e->net) sim_eng_net_free(e);
     sim_pool_free(e->pool);
+    sim_eng_jobs_free(e);
     fl_worker_destroy(&e->worker);
+    fl_worker_destroy(&e->price_worker);
     nn_model_destroy(&e->eval_model);
     for (int i = 0; e->shift_idx && i < e->spec.eval.n_shift * e->n; i++)
         free(e->shift_idx[i]);
@@ -583,6 +448,8 @@ void sim_engine_totals(const sim_engine *e, sim_totals *t)
     *t = e->tot;
     t->workers_replaced = sim_pool_replaced(e->pool);
     t->workers_timed_out = sim_pool_timeouts(e->pool);
+    t->workers_busy_s = sim_pool_busy_s(e->pool);
+    t->wall_s = e->wall_end - e->wall_start;
     t->now = e->now;
     t->round = e->round;
     t->stopped = e->stopped;

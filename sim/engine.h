@@ -3,12 +3,13 @@
  *
  * Time is int64 nanoseconds; events fire in (time, seq) order. A client job is download → train →
  * upload, each phase's length computed from the client's device and what the job really cost: the
- * down/up message lengths and the FLOPs the training executed. Jobs run when they are dispatched,
- * in this process or on the worker pool (spec.workers): every job dispatched at one simulated
- * instant is trained, in any order, before any of them is scheduled, since a job is a pure function
- * of what it was sent; so its result, and therefore its finish time, is known before any later
- * event fires, and neither the order in which jobs compute nor the worker count can change a
- * result (the lookahead rule of DESIGN.md §4). Updates are absorbed in client-id order.
+ * down/up message lengths and the FLOPs the training executed. A job is a pure function of what it
+ * was sent, so it trains when it is dispatched, in this process or on the worker pool
+ * (spec.workers), and the engine needs its result only once the simulation reaches the instant its
+ * training could end at the earliest: with a pool it goes on handling events meanwhile, so jobs
+ * dispatched at different instants train at once (engine_jobs.c: the lookahead rule of DESIGN.md
+ * §4). Every job's events keep the seqs it took at dispatch, so neither the order in which jobs
+ * compute nor the worker count can change a result. Updates are absorbed in client-id order.
  * Availability is queried lazily (a client's process is advanced only when the engine looks at
  * it), so a million mostly idle clients cost nothing per event.
  *
@@ -17,7 +18,8 @@
  * per-client timeline plot draws.
  *
  * Checkpoints (out_dir/checkpoint.msgpack, framed by sim/checkpoint.h) hold the whole engine state
- * at an event boundary: the event queue verbatim (heap order, every seq, next_seq), every client
+ * at an event boundary, every job in flight placed first (its result awaited), so none is left
+ * training on a worker: the event queue verbatim (heap order, every seq, next_seq), every client
  * (availability process and its RNG words, job fields, messages and private states in flight,
  * statistics, what the selection policy has seen of it), the protocol state (round, arrivals,
  * async buffer, the selection policy's state, job counters, next evaluation time), the totals,
@@ -166,8 +168,11 @@ typedef struct sim_totals {
     double bytes_up, bytes_down, flops;
     long jobs, dropped, late, excluded;
     long events;
-    long workers_replaced;          /* worker processes that died and were replaced (jobs re-run) */
-    long workers_timed_out;         /* of those, killed for exceeding spec.job_timeout_s */
+    long workers_replaced;  /* worker processes that died and were replaced (jobs re-run) */
+    long workers_timed_out; /* of those, killed for exceeding spec.job_timeout_s */
+    /* achieved parallelism: wall seconds workers held jobs, summed, over the run's wall seconds
+     * (sim_engine_run's; 0 without workers) */
+    double workers_busy_s, wall_s;
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
     double acc_pers;      /* mean personalized accuracy of the last evaluation (NaN before) */
     int stopped;          /* stopped on request (spec.stop), leaving a checkpoint */

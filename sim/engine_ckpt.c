@@ -505,7 +505,9 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
 {
     if (!e->spec.out_dir) return SIM_OK;
     ckpt_ctx x = {.e = e};
-    int rc = sim_eng_outputs_failed(e, err);
+    /* every job placed: the checkpoint holds none still training on a worker */
+    int rc = sim_eng_jobs_due(e, DEV_TIME_NEVER, err);
+    if (!rc) rc = sim_eng_outputs_failed(e, err);
     for (int i = 0; i < OUT_COUNT && !rc; i++) {
         rc = sim_out_flush(&e->out[i], 1, err);
         x.out_len[i] = (uint64_t)ftello(e->out[i].f);

@@ -1,7 +1,8 @@
 /* sim/engine_int.h -- the engine's private header: its state and the functions its files share.
  *
  * The engine (sim/engine.h) is split by concern, into files that share this header:
- *   engine.c      the loop: construction, the event handler, dispatching and aggregating jobs;
+ *   engine.c      the loop: construction, the event handler, selecting clients, aggregating;
+ *   engine_jobs.c dispatching jobs, and the lookahead that trains them while the loop goes on;
  *   sync.c        synchronous rounds (start, arrivals, deadline, over-commit);
  *   async.c       FedBuff-style async (refill, buffered arrivals, staleness);
  *   eval.c        evaluation of the global and personalized models (an observer: no sim time);
@@ -69,6 +70,27 @@ typedef struct sim_netjob {
 /* The next flows' last bits (engine_net.c): an event of the engine's own, after the logged
  * kinds, never written to the event log */
 enum { SIM_EV_FLOW_END = SIM_EV_COUNT };
+
+/* A dispatched job the simulation has not placed yet (engine_jobs.c): its result may still be
+ * training on a worker. */
+typedef struct sim_pending {
+    sim_job_out out; /* the result once out.done (the pool writes it: the struct stays put) */
+    int32_t client;
+    uint64_t id;       /* the job's id (sim_client.job_id) */
+    uint64_t seq;      /* the first of the event seqs reserved for it at dispatch */
+    size_t down_len;   /* its down message's length */
+    sim_time down_end; /* when its download ends */
+    sim_time train_lo; /* the least instant its training can end (exact when .exact) */
+    sim_time off;      /* the device's next availability change after dispatch */
+    sim_time need_at;  /* placed before any event at or after this instant */
+    double flops;      /* with .exact: the FLOPs the device executes */
+    int predicted;     /* the fields above are set (predict) */
+    int exact;         /* FL_FIXED_COST: train_lo and flops are the job's own */
+    int lost;          /* the device goes offline before train_lo: placed whole at dispatch */
+    int sent;          /* trained on a worker */
+    int down_placed;   /* its download's end (and a loss, if .lost) is in the queue */
+    long events_at;    /* events logged when it was dispatched (the lookahead log's) */
+} sim_pending;
 
 /* async: an update waiting for the next aggregation */
 typedef struct sim_buffered {
@@ -138,16 +160,20 @@ struct sim_engine {
     msgpack_packer events_pk;
     sim_metrics_col *mcol; /* metrics.tsv's columns (outputs.c) */
     int n_mcol;
-    double wall_start, wall_last;
+    double wall_start, wall_last, wall_end; /* wall_end: when the run's last event was handled */
     int rounds_at_start; /* rounds done when this process started (a resumed run's ETA) */
     double ckpt_wall;    /* wall time of the last checkpoint (or of the start) */
     int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
-    int resumed;       /* restored from a checkpoint: the run continues instead of starting */
-    int stopped;       /* stopped on request after writing a checkpoint */
-    sim_net *net;      /* the shared links (spec.net), or NULL: transfers priced alone */
-    sim_netjob *nj;    /* [n] with net */
-    sim_time net_next; /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
+    int resumed;        /* restored from a checkpoint: the run continues instead of starting */
+    int stopped;        /* stopped on request after writing a checkpoint */
+    sim_pending **pend; /* jobs dispatched and not yet placed (engine_jobs.c), any order */
+    int n_pend, cap_pend;
+    fl_env price_env;       /* spec.env in cost-only mode: prices FL_FIXED_COST jobs */
+    fl_worker price_worker; /* its scratch (and job_bound's) */
+    sim_net *net;           /* the shared links (spec.net), or NULL: transfers priced alone */
+    sim_netjob *nj;         /* [n] with net */
+    sim_time net_next;      /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
 };
 
 /* engine.c: the loop's services to the protocols */
@@ -166,8 +192,14 @@ void sim_eng_sort_ids(int32_t *ids, int n);
  * draws them per transfer (dev_profile.up_draw/down_draw), that job's draws from (seed,
  * SIM_RNG_TRANSFER, job_id): a function of the job alone, so a checkpoint need not keep them. */
 void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *down, double *up);
+/* engine_jobs.c */
 /* Dispatch jobs to the n clients in sel now, counting each in in_flight. */
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
+/* The earliest instant a job not yet placed is needed at (DEV_TIME_NEVER: none). */
+sim_time sim_eng_jobs_need(const sim_engine *e);
+/* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */
+int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err);
+void sim_eng_jobs_free(sim_engine *e);
 /* After the updates are absorbed: aggregate them (participants of them), count the round, then
  * evaluate when due, report progress; done once the last round is reached. */
 void sim_eng_aggregate(sim_engine *e, int participants);

@@ -33,6 +33,7 @@ typedef struct sim_job_out {
     fl_result res;
     int rc;
     sim_err err;
+    int done; /* the outcome is in (sim/pool.h) */
 } sim_job_out;
 
 /* The body length a 4-byte prefix announces. */

@@ -42,7 +42,8 @@ typedef struct pool_worker {
     ev_io io;
     ev_timer timer;        /* the job timeout, active while a job is in flight (if any timeout) */
     int timed_out;         /* the current process was killed for holding its job too long */
-    int job;               /* batch index of the in-flight job, -1 when idle */
+    sim_job_out *job;      /* where the in-flight job's outcome goes, NULL when idle */
+    double sent_at;        /* wall time the in-flight job was first sent (ev_time) */
     int tries;             /* times the in-flight job was sent */
     int32_t client, round; /* the in-flight job, to check the result against */
     msgpack_sbuffer frame; /* the in-flight job's frame, kept to re-send if the worker dies */
@@ -56,14 +57,14 @@ struct sim_pool {
     const fl_env *env;   /* borrowed */
     int n;
     pool_worker *w;
-    sim_pool_link link; /* linked pool: how frames reach the workers (link.n > 0) */
-    ev_timer poll;      /* linked pool: polls link.recv */
-    sim_job_out *outs;  /* the current batch (borrowed) */
-    int n_jobs, n_pending;
+    sim_pool_link link;   /* linked pool: how frames reach the workers (link.n > 0) */
+    ev_timer poll;        /* linked pool: polls link.recv */
+    int n_pending;        /* jobs sent and not answered */
+    double busy_s;        /* wall seconds workers held jobs, summed over the answered ones */
     double job_timeout_s; /* wall seconds a worker may hold a job, 0 = no limit */
     int replaced;         /* workers that died or timed out mid-run and were replaced */
     int timeouts;         /* of those, workers killed for exceeding job_timeout_s */
-    int rc;               /* first error of the batch (then err), SIM_OK otherwise */
+    int rc;               /* the first error (then err), SIM_OK otherwise: it sticks */
     sim_err err;
 };
 
@@ -219,7 +220,7 @@ static int replace(sim_pool *p, pool_worker *w, sim_err *err)
     }
     pid_t old = w->pid;
     int st = reap(p, w);
-    if (w->job >= 0 && w->tries >= SIM_POOL_MAX_TRIES) {
+    if (w->job && w->tries >= SIM_POOL_MAX_TRIES) {
         char how[96];
         if (w->timed_out)
             snprintf(how, sizeof how, "timed out (no result within --job-timeout %g s)",
@@ -280,16 +281,17 @@ static int take_result(sim_pool *p, pool_worker *w, const unsigned char *body, s
 {
     const char *why;
     char name[160];
-    if (w->job < 0 ||
-        sim_frame_take_result(body, len, w->client, w->round, &p->outs[w->job], &why)) {
+    if (!w->job || sim_frame_take_result(body, len, w->client, w->round, w->job, &why)) {
         who(p, w, name, sizeof name);
         return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
                         "%s sent a bad result frame (%zu bytes) for client %d round %d: %s", name,
-                        len, w->client, w->round, w->job < 0 ? "no job was in flight" : why);
+                        len, w->client, w->round, !w->job ? "no job was in flight" : why);
     }
     ev_timer_stop(p->loop, &w->timer);
-    w->job = -1;
+    w->job->done = 1;
+    w->job = NULL;
     p->n_pending--;
+    p->busy_s += ev_time() - w->sent_at;
     return SIM_OK;
 }
 
@@ -301,11 +303,11 @@ static int take_frames(sim_pool *p, pool_worker *w, sim_err *err)
     while (!rc && w->in_len - used >= SIM_FRAME_PREFIX) {
         uint32_t len = sim_frame_len(w->in + used);
         size_t whole = SIM_FRAME_PREFIX + (size_t)len;
-        if (len == 0 || len > SIM_FRAME_MAX || w->job < 0)
+        if (len == 0 || len > SIM_FRAME_MAX || !w->job)
             return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
                             "worker %d (pid %d) sent a bad frame (length %u%s) for client %d "
                             "round %d",
-                            w->slot, (int)w->pid, len, w->job < 0 ? ", while idle" : "", w->client,
+                            w->slot, (int)w->pid, len, !w->job ? ", while idle" : "", w->client,
                             w->round);
         if (w->in_len - used < whole) {
             if (w->in_cap < whole) /* grow once to the whole frame */
@@ -344,7 +346,7 @@ static void on_readable(struct ev_loop *loop, ev_io *io, int revents)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         /* EOF or a reset: the worker died. Replace it and re-send its job. */
         int rc = replace(p, w, &err);
-        if (!rc && w->job >= 0) rc = deliver(p, w, &err);
+        if (!rc && w->job) rc = deliver(p, w, &err);
         if (rc) pool_fail(p, &err, rc);
         return;
     }
@@ -370,7 +372,7 @@ static void on_poll(struct ev_loop *loop, ev_timer *t, int revents)
         int busy = 0;
         const pool_worker *first = NULL;
         for (int i = 0; i < p->n; i++)
-            if (p->w[i].job >= 0 && !busy++) first = &p->w[i];
+            if (p->w[i].job && !busy++) first = &p->w[i];
         char name[160];
         who(p, first, name, sizeof name);
         sim_fail(&err, SIM_EIO, NULL, 0, 0,
@@ -390,7 +392,7 @@ static void on_timeout(struct ev_loop *loop, ev_timer *t, int revents)
     (void)loop, (void)revents;
     pool_worker *w = t->data;
     sim_pool *p = w->pool;
-    if (w->job < 0) return;
+    if (!w->job) return;
     sim_err err = {0};
     w->timed_out = 1;
     int rc = replace(p, w, &err);
@@ -416,7 +418,7 @@ static sim_pool *pool_alloc(int n, double job_timeout_s, sim_err *err)
         w->pool = p;
         w->slot = i;
         w->fd = -1;
-        w->job = -1;
+        w->job = NULL;
         ev_timer_init(&w->timer, on_timeout, 0., 0.);
         w->timer.data = w;
         msgpack_sbuffer_init(&w->frame);
@@ -463,14 +465,14 @@ void sim_pool_free(sim_pool *p)
     if (!p) return;
     /* Closing an idle worker's socket ends its loop (EOF); reap() kills the busy ones. */
     for (int i = 0; i < p->n; i++)
-        if (p->w[i].fd >= 0 && p->w[i].job < 0) {
+        if (p->w[i].fd >= 0 && !p->w[i].job) {
             ev_io_stop(p->loop, &p->w[i].io);
             close(p->w[i].fd);
             p->w[i].fd = -1;
         }
     for (int i = 0; i < p->n; i++) {
         pool_worker *w = &p->w[i];
-        if (w->pid > 0 && w->job < 0) { /* let it exit on its own: no signal needed */
+        if (w->pid > 0 && !w->job) { /* let it exit on its own: no signal needed */
             while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR) {
             }
             w->pid = 0;
@@ -495,60 +497,45 @@ int sim_pool_timeouts(const sim_pool *p)
     return p ? p->timeouts : 0;
 }
 
-void sim_pool_begin(sim_pool *p, int n, sim_job_out *outs)
-{
-    p->outs = outs;
-    p->n_jobs = n;
-    p->n_pending = 0;
-    p->rc = SIM_OK;
-    for (int i = 0; i < p->n; i++) /* a failed batch may have left jobs behind: abandon them */
-        if (p->w[i].job >= 0 || (p->w[i].fd < 0 && !p->link.n)) {
-            sim_err err = {0};
-            if (p->link.n) { /* a rank still computing it would answer the next job with it */
-                sim_fail(&err, SIM_EINVAL, NULL, 0, 0,
-                         "worker slot %d still holds a job of a failed batch", i);
-                pool_fail(p, &err, SIM_EINVAL);
-                continue;
-            }
-            reap(p, &p->w[i]);
-            p->w[i].job = -1;
-            p->w[i].gen++;
-            if (spawn(p, &p->w[i], &err)) pool_fail(p, &err, SIM_EIO);
-        }
-}
-
 static int report(const sim_pool *p, sim_err *err)
 {
     if (err) *err = p->err;
     return p->rc;
 }
 
-int sim_pool_submit(sim_pool *p, int i, const fl_job *job, sim_err *err)
+double sim_pool_busy_s(const sim_pool *p)
+{
+    return p ? p->busy_s : 0;
+}
+
+int sim_pool_submit(sim_pool *p, sim_job_out *out, const fl_job *job, sim_err *err)
 {
     pool_worker *w = NULL;
     while (!p->rc) {
         for (int k = 0; k < p->n && !w; k++)
-            if (p->w[k].job < 0 && (p->w[k].fd >= 0 || p->link.n)) w = &p->w[k];
+            if (!p->w[k].job && (p->w[k].fd >= 0 || p->link.n)) w = &p->w[k];
         if (w) break;
         ev_run(p->loop, EVRUN_ONCE);
     }
     if (p->rc) return report(p, err);
     int rc = sim_frame_job(&w->frame, job, err);
     if (rc) return rc;
-    w->job = i;
+    out->done = 0;
+    w->job = out;
     w->tries = 0;
     w->client = job->client;
     w->round = job->round;
     p->n_pending++;
     sim_err e2 = {0};
     rc = deliver(p, w, &e2);
+    w->sent_at = ev_time();
     if (rc) pool_fail(p, &e2, rc);
     return p->rc ? report(p, err) : SIM_OK;
 }
 
-int sim_pool_wait(sim_pool *p, sim_err *err)
+int sim_pool_wait(sim_pool *p, const sim_job_out *out, sim_err *err)
 {
-    while (!p->rc && p->n_pending > 0)
+    while (!p->rc && (out ? !out->done : p->n_pending > 0))
         ev_run(p->loop, EVRUN_ONCE);
     return p->rc ? report(p, err) : SIM_OK;
 }

@@ -1,12 +1,13 @@
 /* sim/pool.h -- the worker pool: client jobs trained in forked worker processes.
  *
- * The engine hands the pool batches: every job dispatched at one simulated instant. A job goes to
- * an idle worker as a length-prefixed msgpack frame (client, round, down message, private state,
- * batch stream); the worker runs the algorithm's client_train and sends back a result frame (up
- * message, new private state, cost, loss, steps, or an error message). The coordinator waits for a
- * batch's results on a libev loop (one ev_io per worker socket); simulated time never comes from
- * it. The engine then finishes the batch's dispatches in client-id order exactly as it does
- * in-process, so the worker count changes wall time only (DESIGN.md §4, §11).
+ * The engine hands the pool each job as it is dispatched and asks for its result only when the
+ * simulation needs it (sim/engine.c: the lookahead), so jobs dispatched at different simulated
+ * instants train at once. A job goes to an idle worker as a length-prefixed msgpack frame (client,
+ * round, down message, private state, batch stream); the worker runs the algorithm's client_train
+ * and sends back a result frame (up message, new private state, cost, loss, steps, or an error
+ * message). The coordinator takes results on a libev loop (one ev_io per worker socket) whenever
+ * it waits, for a worker to be idle or for a result; simulated time never comes from it, so the
+ * worker count changes wall time only (DESIGN.md §4, §11).
  *
  * Workers are forked once the scenario is loaded and the algorithm server exists: they inherit the
  * datasets, partition and environment by copy-on-write, so only messages travel in frames, and
@@ -75,12 +76,16 @@ int sim_pool_replaced(const sim_pool *p);
 /* Of those, workers killed for exceeding the job timeout. */
 int sim_pool_timeouts(const sim_pool *p);
 
-/* Start a batch of n jobs; job i's outcome lands in outs[i] (res initialized by the caller). */
-void sim_pool_begin(sim_pool *p, int n, sim_job_out *outs);
-/* Send job i of the batch to a worker, waiting for one to be idle; the job's buffers may be freed
- * when this returns. A negative return (a bad frame, a worker that keeps dying) fails the batch. */
-int sim_pool_submit(sim_pool *p, int i, const fl_job *job, sim_err *err);
-/* Wait until every submitted job of the batch has its outcome. */
-int sim_pool_wait(sim_pool *p, sim_err *err);
+/* Send job to a worker, waiting for one to be idle (taking the results that arrive meanwhile); its
+ * outcome lands in *out (res initialized by the caller; out->done set when it has), which must
+ * stay where it is until then. The job's buffers may be freed when this returns. A negative
+ * return (a bad frame, a worker that keeps dying) is the pool's first error, and every later
+ * call returns it too: the run is over. */
+int sim_pool_submit(sim_pool *p, sim_job_out *out, const fl_job *job, sim_err *err);
+/* Wait until out has its outcome; out NULL: until every job sent has. */
+int sim_pool_wait(sim_pool *p, const sim_job_out *out, sim_err *err);
+/* Wall seconds workers have held jobs, summed over the jobs answered so far (achieved
+ * parallelism: this over the wall time). 0 for NULL. */
+double sim_pool_busy_s(const sim_pool *p);
 
 #endif /* SIM_POOL_H */

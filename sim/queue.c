@@ -24,11 +24,25 @@ void sim_queue_destroy(sim_queue *q)
 
 void sim_queue_push(sim_queue *q, sim_time at, int kind, int32_t who, uint64_t arg)
 {
+    sim_queue_push_seq(q, at, kind, who, arg, q->next_seq++);
+}
+
+uint64_t sim_queue_reserve(sim_queue *q, uint64_t k)
+{
+    uint64_t first = q->next_seq;
+    q->next_seq += k;
+    return first;
+}
+
+void sim_queue_push_seq(sim_queue *q, sim_time at, int kind, int32_t who, uint64_t arg,
+                        uint64_t seq)
+{
+    assert(seq < q->next_seq && "a seq not yet taken");
     if (q->n == q->cap) {
         q->cap = q->cap ? 2 * q->cap : 64;
         q->ev = sim_xrealloc(q->ev, q->cap * sizeof *q->ev);
     }
-    sim_event e = {at, q->next_seq++, kind, who, arg};
+    sim_event e = {at, seq, kind, who, arg};
     size_t i = q->n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;

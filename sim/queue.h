@@ -32,6 +32,12 @@ void sim_queue_init(sim_queue *q);
 void sim_queue_destroy(sim_queue *q);
 /* Insert; assigns seq. */
 void sim_queue_push(sim_queue *q, sim_time at, int kind, int32_t who, uint64_t arg);
+/* Take k seqs now for events pushed later (sim_queue_push_seq): they fire, among events at their
+ * time, where events pushed now would have. Returns the first of them. */
+uint64_t sim_queue_reserve(sim_queue *q, uint64_t k);
+/* Insert with a seq taken by sim_queue_reserve. */
+void sim_queue_push_seq(sim_queue *q, sim_time at, int kind, int32_t who, uint64_t arg,
+                        uint64_t seq);
 /* Remove the earliest event into *out; returns 0 when empty. */
 int sim_queue_pop(sim_queue *q, sim_event *out);
 /* The earliest event without removing it, or NULL. */

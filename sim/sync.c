@@ -56,8 +56,11 @@ int sim_sync_start_round(sim_engine *e, sim_err *err)
     e->target = got < f->per_round ? got : f->per_round;
     e->round_open = 1;
     if (got == 0) {
-        /* Nobody can take part now: try again when the first busy or offline client changes. */
+        /* Nobody can take part now: try again when the first busy or offline client changes
+         * (busy ones' ends are known once their jobs are placed). */
         free(sel);
+        int rc = sim_eng_jobs_due(e, DEV_TIME_NEVER, err);
+        if (rc) return rc;
         sim_time next = DEV_TIME_NEVER;
         int idle = 0; /* clients that could take part now, which a selection policy passed over */
         for (int32_t c = 0; c < e->n; c++) {
