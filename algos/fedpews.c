@@ -632,4 +632,6 @@ const fl_algo fl_fedpews = {
         .server_load = pews_load,
         .report_file = "masks.tsv",
         .report = pews_report,
+        .no_compress = "FedPeWS's messages pair the sub-model its learned neuron masks choose with "
+                       "the masks' scores θ, and compressing that pair is not implemented",
 };

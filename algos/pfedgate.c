@@ -782,4 +782,6 @@ const fl_algo fl_pfedgate = {
         .eval_client = pfedgate_eval_client,
         .server_round_end = pfedgate_round_end,
         .warn = pfedgate_warn,
+        .no_compress = "pFedGate uploads the blocks its gate used, a block bitmap and their values "
+                       "that differ by client and job, and compressing them is not implemented",
 };

@@ -801,6 +801,8 @@ const fl_algo fl_spafl = {
         .eval_params = spafl_eval,
         .server_save = spafl_save,
         .server_load = spafl_load,
+        .no_compress = "SpaFL's messages are its neurons' thresholds (a float per neuron, down "
+                       "with their change), not parameters",
 };
 const fl_algo fl_spafl_local = {
         .version = FL_ALGO_VERSION,
@@ -817,4 +819,5 @@ const fl_algo fl_spafl_local = {
         .eval_params = spafl_eval,
         .server_save = spafl_save,
         .server_load = spafl_load,
+        .no_compress = "SpaFL's Local baseline sends nothing",
 };
