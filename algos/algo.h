@@ -128,9 +128,10 @@ enum {
     FL_KEEPS_MOMENTUM = 1 << 1, /* honours algorithm.persistent_momentum (fl_momentum_load) */
     FL_NEEDS_BATCH2 = 1 << 2,   /* batch_size >= 2 (batch norm in a gate) */
     FL_PLAIN_SGD = 1 << 3,      /* clients take plain SGD steps: no momentum, no weight_decay */
-    /* its upload (download) is one dense float vector sent through fl_up_pack (fl_down_pack),
+    /* its upload (download) is dense float vectors of the model's parameters or their change,
+     * whole or a slice, sent through fl_up_pack or fl_up_encode (fl_down_pack, fl_down_encode),
      * so `compression.up` (`.down`) applies; without the flag a scheme other than none is
-     * refused when the scenario loads */
+     * refused when the scenario loads, with fl_algo.no_compress's reason */
     FL_COMPRESS_UP = 1 << 4,
     FL_COMPRESS_DOWN = 1 << 5,
     /* a job's training work (cost and steps) is known before it trains: client_train in cost-only
@@ -236,6 +237,9 @@ typedef struct fl_algo {
      * earliest, so a higher bound lets more jobs train at once; a bound above a real job's work
      * stops the run with an error. w is scratch; nothing is packed (lo->up stays empty). */
     void (*job_bound)(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *lo);
+    /* Optional (NULL: none given): why `compression:` does not apply to its messages, for an
+     * algorithm without FL_COMPRESS_UP or FL_COMPRESS_DOWN; the scenario's refusal quotes it. */
+    const char *no_compress;
 } fl_algo;
 
 extern const fl_algo *const fl_algos[];       /* NULL-terminated (registry.c) */
@@ -297,6 +301,32 @@ int fl_down_unpack(const fl_env *env, float *params, const void *buf, size_t len
 int fl_up_pack(const fl_env *env, const fl_job *job, const float *delta, int part, fl_result *res,
                sim_err *err);
 int fl_up_unpack(const fl_env *env, float *params, const void *buf, size_t len, sim_err *err);
+/* A message that is part of the model (the split family's shared layers, the width family's
+ * sub-model): the parameters j with keep[j] (n_floats), in layout order. Under error feedback
+ * the client's residual holds the parameters of `over` (n_floats, every j of keep among them;
+ * NULL: the whole model's), so a client whose slice moves between its jobs (a new width,
+ * FedRolex's window) keeps what its messages left out of parameters it does not send now, and
+ * sends it with the first job whose slice holds them again. */
+typedef struct fl_slice {
+    const uint8_t *keep;
+    const uint8_t *over;
+} fl_slice;
+/* The direction's scheme, or NULL when it is none (the algorithm's own dense message). */
+const nn_comp *fl_comp_up(const fl_env *env);
+const nn_comp *fl_comp_down(const fl_env *env);
+/* The compressed messages of a slice (NULL: the whole model), for a direction whose scheme is
+ * not none, their length nn_comp_bytes(scheme, the slice's count): fl_down_encode appends
+ * params' slice to out; fl_up_encode appends delta's to res->up (up_bytes left to the caller,
+ * who may wrap it) with fl_up_pack's error feedback and random draws. fl_comp_decode reads one
+ * such message (o, or the first object of buf) into params' slice, other values untouched. */
+void fl_down_encode(const fl_env *env, const float *params, const fl_slice *sl, int32_t client,
+                    int32_t round, int part, msgpack_sbuffer *out);
+int fl_up_encode(const fl_env *env, const fl_job *job, const float *delta, const fl_slice *sl,
+                 int part, fl_result *res, sim_err *err);
+int fl_comp_decode(const fl_env *env, float *params, const fl_slice *sl, const msgpack_object *o,
+                   const char *what, sim_err *err);
+int fl_comp_decode_buf(const fl_env *env, float *params, const fl_slice *sl, const void *buf,
+                       size_t len, const char *what, sim_err *err);
 /* A job's local loop: its steps (local_steps, or local_epochs passes over the client's samples in
  * batches, each epoch ending on a short batch), its lr (decayed by round), and its minibatches
  * from the stream (seed, SIM_RNG_BATCHES, job->stream). Algorithms with their own step (SpaFL,

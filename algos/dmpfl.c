@@ -727,6 +727,8 @@ const fl_algo fl_dmpfl = {
         .server_save = dmpfl_save,
         .server_load = dmpfl_load,
         .client_width = dmpfl_width,
+        .no_compress = "DM-PFL sends each parameter's mask with the masked weights w ⊙ m, and "
+                       "compressing that pair is not implemented",
 };
 const fl_algo fl_dmpfl_plus = {
         .version = FL_ALGO_VERSION,
@@ -750,4 +752,6 @@ const fl_algo fl_dmpfl_plus = {
         .client_width = dmpfl_width,
         .eval_client = plus_eval_client,
         .base = "dmpfl",
+        .no_compress = "DM-PFL+ sends each parameter's mask with the masked weights w ⊙ m, and "
+                       "compressing that pair is not implemented",
 };

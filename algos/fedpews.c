@@ -642,4 +642,6 @@ const fl_algo fl_fedpews = {
         .report_file = "masks.tsv",
         .report = pews_report,
         .job_bound = pews_bound,
+        .no_compress = "FedPeWS's messages pair the sub-model its learned neuron masks choose with "
+                       "the masks' scores θ, and compressing that pair is not implemented",
 };

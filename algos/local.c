@@ -133,4 +133,5 @@ const fl_algo fl_local = {
         .server_save = local_save,
         .server_load = local_load,
         .client_width = local_width,
+        .no_compress = "LocalOnly sends nothing",
 };

@@ -854,4 +854,7 @@ const fl_algo fl_pa3dfl = {
         .server_save = pa3dfl_save,
         .server_load = pa3dfl_load,
         .client_width = pa3dfl_width,
+        .no_compress = "Pa3dFL's messages are its factors (u and the client's kept blocks of v), "
+                       "whose changes its server's hyper-network learns from, and compressing them "
+                       "is not implemented",
 };

@@ -795,4 +795,6 @@ const fl_algo fl_pfedgate = {
         .server_round_end = pfedgate_round_end,
         .warn = pfedgate_warn,
         .job_bound = pfedgate_bound,
+        .no_compress = "pFedGate uploads the blocks its gate used, a block bitmap and their values "
+                       "that differ by client and job, and compressing them is not implemented",
 };

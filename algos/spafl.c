@@ -810,6 +810,8 @@ const fl_algo fl_spafl = {
         .server_save = spafl_save,
         .server_load = spafl_load,
         .job_bound = spafl_bound,
+        .no_compress = "SpaFL's messages are its neurons' thresholds (a float per neuron, down "
+                       "with their change), not parameters",
 };
 const fl_algo fl_spafl_local = {
         .version = FL_ALGO_VERSION,
@@ -827,4 +829,5 @@ const fl_algo fl_spafl_local = {
         .server_save = spafl_save,
         .server_load = spafl_load,
         .job_bound = spafl_bound,
+        .no_compress = "SpaFL's Local baseline sends nothing",
 };

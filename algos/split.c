@@ -23,6 +23,17 @@
  * the global part (pFedHN: see above); its personal tensors are its private state (pFedHN's: its
  * whole model), starting from the common initial model. Messages are {"shared": float32 of the
  * shared tensors in layout order}.
+ *
+ * Under `compression:` a message is instead the compressed message of the shared tensors'
+ * values (algos/compress.c, a slice of the layout): the download the global shared part
+ * (pFedHN's: the one generated for the client), the upload its change, trained − received (what
+ * the client decoded), with error feedback's residual over the shared part (after the client's
+ * own private state). The server then adds the weighted mean change to its shared part where the
+ * dense upload's weighted mean replaces it: the same model under sync federation and a dense
+ * download (weight = mass), up to rounding. pFedHN's gradient takes received − trained, the
+ * negated change, for generated − trained: the same floats when both ways are dense (a − b is
+ * −(b − a) exactly), and under async the model the client was sent rather than the one φ
+ * generates when its reply arrives.
  */
 #include "algos/algo.h"
 
@@ -95,9 +106,10 @@ static const fl_stream STREAMS[] = {{"pfedhn.init", RNG_PFEDHN}, {0}};
 typedef struct split_server {
     const fl_env *env; /* borrowed */
     uint8_t personal[NN_MAX_TENSORS];
+    uint8_t *shared;             /* n_floats: 1 in the shared tensors (a compressed slice) */
     size_t n_shared, n_personal; /* floats in each part */
     float *global;               /* n_floats: the shared part (and the initial personal one) */
-    float *scratch;              /* n_shared: an unpacked upload */
+    float *scratch;              /* n_floats: an unpacked upload (pFedHN: a generated part) */
     double *acc;                 /* n_floats: Σ weight · value */
     double mass;
 } split_server;
@@ -143,6 +155,15 @@ static size_t part_size(const nn_layout *L, const uint8_t *personal, int which)
     for (int t = 0; t < L->n; t++)
         k += personal[t] == which ? (size_t)L->t[t].rows * L->t[t].cols : 0;
     return k;
+}
+
+/* A fresh n_floats map of the shared tensors' parameters (fl_slice.keep). */
+static uint8_t *shared_map(const nn_layout *L, const uint8_t *personal)
+{
+    uint8_t *keep = sim_xcalloc(L->n_floats + 1, 1);
+    for (int t = 0; t < L->n; t++)
+        if (!personal[t]) memset(keep + L->t[t].off, 1, (size_t)L->t[t].rows * L->t[t].cols);
+    return keep;
 }
 
 /* {key: n floats of v} */
@@ -199,6 +220,7 @@ static void split_init(split_server *s, const fl_env *env, int head)
     split_parts(s->personal, env->arch, head);
     s->n_shared = part_size(L, s->personal, 0);
     s->n_personal = part_size(L, s->personal, 1);
+    s->shared = shared_map(L, s->personal);
     s->global = fl_initial_params(env);
     s->scratch = sim_xcalloc(L->n_floats, sizeof(float));
     s->acc = sim_xcalloc(L->n_floats, sizeof(double));
@@ -225,6 +247,7 @@ static void *lg_new(const fl_env *env, sim_err *err)
 
 static void split_release(split_server *s)
 {
+    free(s->shared);
     free(s->global);
     free(s->scratch);
     free(s->acc);
@@ -240,10 +263,14 @@ static void split_free(void *p)
 static size_t split_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     split_server *s = p;
-    (void)client, (void)round;
-    if (!out) return 1 + 7 + nn_bin_bytes(4 * s->n_shared);
+    const nn_comp *c = fl_comp_down(s->env);
+    if (!out) return c ? nn_comp_bytes(c, s->n_shared) : 1 + 7 + nn_bin_bytes(4 * s->n_shared);
     size_t before = out->size;
-    pack_part(out, &s->env->arch->layout, s->personal, s->global, "shared", 0);
+    fl_slice sl = {s->shared, s->shared};
+    if (c)
+        fl_down_encode(s->env, s->global, &sl, client, round, 0, out);
+    else
+        pack_part(out, &s->env->arch->layout, s->personal, s->global, "shared", 0);
     return out->size - before;
 }
 
@@ -312,6 +339,7 @@ static int split_train_with(const fl_env *env, const fl_job *job, fl_worker *w, 
 {
     nn_model *m = fl_worker_model(w, env);
     const nn_layout *L = &env->arch->layout;
+    const nn_comp *cu = fl_comp_up(env), *cd = fl_comp_down(env);
     uint8_t personal[NN_MAX_TENSORS];
     split_parts(personal, env->arch, head);
     if (env->cost_only) {
@@ -319,30 +347,43 @@ static int split_train_with(const fl_env *env, const fl_job *job, fl_worker *w, 
             fedrep_sgd(env, job, m, personal, res);
         else
             fl_local_sgd(env, job, m, 0, NULL, res);
-        res->up_bytes = 1 + 7 + nn_bin_bytes(4 * part_size(L, personal, 0));
+        size_t n = part_size(L, personal, 0);
+        res->up_bytes = cu ? nn_comp_bytes(cu, n) : 1 + 7 + nn_bin_bytes(4 * n);
         return SIM_OK;
     }
+    uint8_t *shared = cu || cd ? shared_map(L, personal) : NULL;
+    fl_slice sl = {shared, shared};
     fl_init_params(m, env); /* a first job's personal part */
     int rc = !job->priv ? SIM_OK
              : whole    ? nn_unpack_params(m->params, env->arch, job->priv, job->priv_len,
                                            "private state", err)
                      : unpack_part(m->params, L, personal, job->priv, job->priv_len, "personal", 1,
                                    "private state", err);
-    if (!rc)
+    if (!rc && cd)
+        rc = fl_comp_decode_buf(env, m->params, &sl, job->down, job->down_len, "down message", err);
+    else if (!rc)
         rc = unpack_part(m->params, L, personal, job->down, job->down_len, "shared", 0,
                          "down message", err);
-    if (rc) return rc;
-    if (rep)
+    if (!rc && cu) /* what was received, for the change the upload is */
+        memcpy(w->ref, m->params, L->n_floats * sizeof(float));
+    if (!rc && rep)
         fedrep_sgd(env, job, m, personal, res);
-    else
+    else if (!rc)
         fl_local_sgd(env, job, m, 0, NULL, res);
-    pack_part(&res->up, L, personal, m->params, "shared", 0);
-    res->up_bytes = res->up.size;
-    if (whole)
+    if (!rc && whole) /* the private state first: fl_up_encode appends a residual after it */
         nn_pack_params(&res->priv, env->arch, m->params);
-    else
+    else if (!rc)
         pack_part(&res->priv, L, personal, m->params, "personal", 1);
-    return SIM_OK;
+    if (!rc && cu) {
+        for (size_t j = 0; j < L->n_floats; j++) /* the change, in place in ref */
+            w->ref[j] = m->params[j] - w->ref[j];
+        rc = fl_up_encode(env, job, w->ref, &sl, 0, res, err);
+    } else if (!rc) {
+        pack_part(&res->up, L, personal, m->params, "shared", 0);
+    }
+    res->up_bytes = res->up.size;
+    free(shared);
+    return rc;
 }
 
 static int fedper_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
@@ -369,7 +410,11 @@ static int split_absorb(void *p, int32_t client, const void *up, size_t len, dou
     split_server *s = p;
     const nn_layout *L = &s->env->arch->layout;
     (void)client;
-    int rc = unpack_part(s->scratch, L, s->personal, up, len, "shared", 0, "up message", err);
+    fl_slice sl = {s->shared, s->shared};
+    int rc = fl_comp_up(s->env)
+                     ? fl_comp_decode_buf(s->env, s->scratch, &sl, up, len, "up message", err)
+                     : unpack_part(s->scratch, L, s->personal, up, len, "shared", 0, "up message",
+                                   err);
     if (rc) return rc;
     for (int t = 0; t < L->n; t++)
         for (size_t j = L->t[t].off;
@@ -383,10 +428,12 @@ static void split_aggregate(void *p)
 {
     split_server *s = p;
     const nn_layout *L = &s->env->arch->layout;
+    int delta = fl_comp_up(s->env) != NULL; /* compressed uploads are changes */
     for (int t = 0; s->mass > 0 && t < L->n; t++)
         for (size_t j = L->t[t].off;
              !s->personal[t] && j < L->t[t].off + (size_t)L->t[t].rows * L->t[t].cols; j++)
-            s->global[j] = (float)(s->acc[j] / s->mass);
+            s->global[j] = delta ? s->global[j] + (float)(s->acc[j] / s->mass)
+                                 : (float)(s->acc[j] / s->mass);
     memset(s->acc, 0, L->n_floats * sizeof(double));
     s->mass = 0;
 }
@@ -553,11 +600,16 @@ static void pfedhn_free(void *p)
 static size_t pfedhn_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     pfedhn *h = p;
-    (void)round;
     if (!out) return split_down(&h->sp, client, round, NULL);
     size_t before = out->size;
     hn_generate(h, client);
-    pack_vec(out, "shared", h->gen, h->sp.n_shared);
+    if (fl_comp_down(h->sp.env)) { /* the generated part at its place in the layout */
+        fl_slice sl = {h->sp.shared, h->sp.shared};
+        part_copy(h->sp.scratch, h->gen, &h->sp.env->arch->layout, h->sp.personal, 0, 1);
+        fl_down_encode(h->sp.env, h->sp.scratch, &sl, client, round, 0, out);
+    } else {
+        pack_vec(out, "shared", h->gen, h->sp.n_shared);
+    }
     return out->size - before;
 }
 
@@ -577,11 +629,15 @@ static int pfedhn_absorb(void *p, int32_t client, const void *up, size_t len, do
     (void)weight, (void)mass;
     size_t n = h->sp.n_shared;
     float *g = sim_xmalloc(sizeof(float) * (n + 1));
-    int rc = unpack_vec(g, n, up, len, "shared", "up message", err);
+    fl_slice sl = {h->sp.shared, h->sp.shared};
+    int delta = fl_comp_up(h->sp.env) != NULL; /* trained − received */
+    int rc = delta ? fl_comp_decode_buf(h->sp.env, h->sp.scratch, &sl, up, len, "up message", err)
+                   : unpack_vec(g, n, up, len, "shared", "up message", err);
+    if (!rc && delta) part_copy(h->sp.scratch, g, &h->sp.env->arch->layout, h->sp.personal, 0, 0);
     if (!rc) {
         hn_generate(h, client);
         for (size_t j = 0; j < n; j++) /* generated − trained */
-            g[j] = h->gen[j] - g[j];
+            g[j] = delta ? -g[j] : h->gen[j] - g[j];
         hn_backward(h, client, g);
         h->got++;
     }
@@ -640,7 +696,7 @@ const fl_algo fl_fedper = {
         .name = "fedper",
         .summary = "FedPer: FedAvg of the body, a personal head per client",
         .doc = "FedAvg of the body, personal head",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .server_new = fedper_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -658,7 +714,7 @@ const fl_algo fl_lgfedavg = {
                    "FedAvg of the head",
         .doc = "personal body, FedAvg of the head: the linear layers of a CNN, the last layer of "
                "an MLP",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .server_new = lg_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -676,7 +732,7 @@ const fl_algo fl_fedrep = {
                    "then the body with the head frozen",
         .doc = "FedPer's split; each job trains the head for the local epochs with the body "
                "frozen, then the body with the head frozen: ≈ 4/3 of FedPer's FLOPs",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .server_new = fedper_new,
         .server_free = split_free,
         .job_down = split_down,
@@ -694,7 +750,7 @@ const fl_algo fl_pfedhn = {
                    "embedding; personal head",
         .doc = "pFedHN: a server-side hyper-network generates each client's body from its "
                "embedding; the head stays with the client; no global model",
-        .flags = FL_FIXED_COST | FL_FIXED_COST,
+        .flags = FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_pfedhn_section,
         .streams = STREAMS,
         .server_new = pfedhn_new,

@@ -14,16 +14,21 @@ int fl_sub_units(const nn_arch *a)
     return h;
 }
 
-size_t fl_sub_bytes(const nn_arch *a, size_t n_live)
+size_t fl_sub_head_bytes(const nn_arch *a)
 {
-    size_t ub = ((size_t)fl_sub_units(a) + 7) / 8, db = 4 * n_live;
-    return 6 + nn_bin_bytes(ub) + 5 + nn_bin_bytes(db); /* "units", "data" and the bins */
+    size_t ub = ((size_t)fl_sub_units(a) + 7) / 8;
+    return 6 + nn_bin_bytes(ub) + 5; /* "units" and its bin, "data" */
 }
 
-void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
+size_t fl_sub_bytes(const nn_arch *a, size_t n_live)
+{
+    return fl_sub_head_bytes(a) + nn_bin_bytes(4 * n_live);
+}
+
+void fl_sub_pack_units(msgpack_packer *pk, const nn_model *m)
 {
     const nn_arch *a = &m->arch;
-    size_t ub = ((size_t)fl_sub_units(a) + 7) / 8, nf = a->layout.n_floats, n = 0;
+    size_t ub = ((size_t)fl_sub_units(a) + 7) / 8;
     unsigned char *bits = sim_xcalloc(ub + 1, 1);
     int u = 0;
     for (int i = 0; i < a->n; i++) {
@@ -38,6 +43,12 @@ void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
     msgpack_pack_bin(pk, ub);
     msgpack_pack_bin_body(pk, bits, ub);
     free(bits);
+}
+
+void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
+{
+    size_t nf = m->arch.layout.n_floats, n = 0;
+    fl_sub_pack_units(pk, m);
     float *buf = sim_xmalloc(sizeof(float) * (nf + 1));
     for (size_t j = 0; j < nf; j++)
         if (m->live[j]) buf[n++] = v[j];
@@ -46,15 +57,18 @@ void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v)
     free(buf);
 }
 
-int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *what, sim_err *err)
+const msgpack_object *fl_sub_unpack_units(nn_model *m, const msgpack_object *o, const char *what,
+                                          sim_err *err)
 {
     const nn_arch *a = &m->arch;
     int h = fl_sub_units(a);
-    size_t ub = ((size_t)h + 7) / 8, nf = a->layout.n_floats;
+    size_t ub = ((size_t)h + 7) / 8;
     const msgpack_object *units = nn_map_get(o, "units"), *data = nn_map_get(o, "data");
-    if (!units || units->type != MSGPACK_OBJECT_BIN || units->via.bin.size != ub || !data)
-        return sim_fail(err, SIM_EFORMAT, what, 0, 0,
-                        "not a sub-model message (\"units\": %zu bytes, \"data\")", ub);
+    if (!units || units->type != MSGPACK_OBJECT_BIN || units->via.bin.size != ub || !data) {
+        sim_fail(err, SIM_EFORMAT, what, 0, 0,
+                 "not a sub-model message (\"units\": %zu bytes, \"data\")", ub);
+        return NULL;
+    }
     const unsigned char *bits = (const unsigned char *)units->via.bin.ptr;
     uint8_t *keep = sim_xmalloc((size_t)h + 1);
     for (int b = 0; b < h; b++)
@@ -67,6 +81,14 @@ int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *wh
         }
     nn_model_set_row_masks(m, rows);
     free(keep);
+    return data;
+}
+
+int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *what, sim_err *err)
+{
+    size_t nf = m->arch.layout.n_floats;
+    const msgpack_object *data = fl_sub_unpack_units(m, o, what, err);
+    if (!data) return SIM_EFORMAT;
     size_t n = nn_model_live_count(m);
     float *vals = sim_xmalloc(sizeof(float) * (n + 1));
     int rc = nn_unpack_f32(vals, n, data, what, err);

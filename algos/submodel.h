@@ -7,7 +7,8 @@
  * values in layout order. The receiver narrows its own model by the bitmap and so knows which
  * parameters the values are: the bitmap costs ⌈h/8⌉ bytes for h hidden units, less than a
  * parameter bitmap or index list would. Used by HeteroFL/FjORD/FedRolex (width.c) and FedPeWS
- * (fedpews.c).
+ * (fedpews.c); under `compression:` the width family's "data" is instead the compressed message
+ * of the same values (nn/compress.h).
  */
 #ifndef FL_SUBMODEL_H
 #define FL_SUBMODEL_H
@@ -21,11 +22,20 @@ int fl_sub_units(const nn_arch *a);
 /* Pack "units" and "data" (two map entries; the caller opened the map) for m as narrowed now,
  * taking the values from v (n_floats). */
 void fl_sub_pack(msgpack_packer *pk, const nn_model *m, const float *v);
-/* Bytes fl_sub_pack writes for a model with n live parameters. */
+/* Bytes fl_sub_pack writes for a model with n live parameters; of those, the "units" entry and
+ * the "data" key (the rest is data's value). */
 size_t fl_sub_bytes(const nn_arch *a, size_t n_live);
+size_t fl_sub_head_bytes(const nn_arch *a);
+/* The "units" entry alone (one map entry), for a message whose "data" is the caller's (a
+ * compressed one: width.c). */
+void fl_sub_pack_units(msgpack_packer *pk, const nn_model *m);
 /* Narrow m by the "units" bitmap of map o and scatter its "data" into v at the live parameters
  * (other entries of v untouched). SIM_EFORMAT, naming what, for a missing or malformed field. */
 int fl_sub_unpack(nn_model *m, float *v, const msgpack_object *o, const char *what, sim_err *err);
+/* Narrow m by the "units" bitmap of map o; returns its "data" entry for the caller to read, or
+ * NULL (SIM_EFORMAT in err, naming what) when either is missing or the bitmap malformed. */
+const msgpack_object *fl_sub_unpack_units(nn_model *m, const msgpack_object *o, const char *what,
+                                          sim_err *err);
 
 /* Per-parameter weighted sums of the changes clients sent since the last aggregation. */
 typedef struct fl_sub_acc {

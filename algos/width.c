@@ -32,6 +32,13 @@
  * rule), weighted as the engine says (sample count, or 1 with `weighting: uniform`); a parameter
  * nobody trained stays as it was.
  *
+ * Under `compression:` a message's "data" is the compressed message of the same live values
+ * (algos/compress.c, the sub-model a slice of the layout), so its length follows the width. Error
+ * feedback's residual is kept over the whole model (full-model coordinates): a job adds it to
+ * the live values it sends and leaves the rest of it as it was. FedRolex's window moves every
+ * round (a client's width stays the same from job to job), so what a client's upload left out of
+ * a channel its next window drops waits, whole, for a job whose window holds it again.
+ *
  * Widths are a pure function of (seed, client, round), so a cost-only job knows its size without
  * a message. Personalized evaluation runs each client at its own width (FjORD: at max); the
  * global model is evaluated at width.eval. FedRolex evaluates the windows of the latest round
@@ -254,24 +261,44 @@ static double fjord_width(const fl_env *env, int32_t client)
     return top_width(env, FJORD, client);
 }
 
-/* A message: the sub-model of m as narrowed now, with values from v (submodel.h). */
-static void pack_sub(msgpack_sbuffer *sb, const nn_model *m, const float *v)
+/* A message: the sub-model of m as narrowed now, with values from v (submodel.h); with comp,
+ * only its "units" and the "data" key, whose value (the compressed values) the caller appends. */
+static void pack_sub(msgpack_sbuffer *sb, const nn_model *m, const float *v, int comp)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 2);
-    fl_sub_pack(&pk, m, v);
+    if (comp) {
+        fl_sub_pack_units(&pk, m);
+        nn_pack_str(&pk, "data");
+    } else {
+        fl_sub_pack(&pk, m, v);
+    }
 }
 
-static int unpack_sub(nn_model *m, float *v, const void *buf, size_t len, const char *what,
-                      sim_err *err)
+/* The length of a message of n live values, compressed by c (NULL: dense). */
+static size_t sub_bytes(const nn_arch *a, const nn_comp *c, size_t n)
+{
+    return 1 + (c ? fl_sub_head_bytes(a) + nn_comp_bytes(c, n) : fl_sub_bytes(a, n)); /* + map */
+}
+
+/* Narrow m by a message and read its values into v's live entries, compressed by c or dense. */
+static int unpack_sub(const fl_env *env, const nn_comp *c, nn_model *m, float *v, const void *buf,
+                      size_t len, const char *what, sim_err *err)
 {
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    int rc = buf && !nn_msgpack_next(&u, buf, len, &off, NULL, NULL)
-                     ? fl_sub_unpack(m, v, &u.data, what, err)
-                     : sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
+    int rc = SIM_OK;
+    if (!buf || nn_msgpack_next(&u, buf, len, &off, NULL, NULL)) {
+        rc = sim_fail(err, SIM_EFORMAT, what, 0, 0, "not a msgpack map");
+    } else if (c) {
+        const msgpack_object *data = fl_sub_unpack_units(m, &u.data, what, err);
+        fl_slice sl = {m->live, NULL};
+        rc = data ? fl_comp_decode(env, v, &sl, data, what, err) : SIM_EFORMAT;
+    } else {
+        rc = fl_sub_unpack(m, v, &u.data, what, err);
+    }
     msgpack_unpacked_destroy(&u);
     return rc;
 }
@@ -323,11 +350,14 @@ static void width_free(void *p)
 static size_t width_down(void *p, int32_t client, int32_t round, msgpack_sbuffer *out)
 {
     width_server *s = p;
+    const nn_comp *c = fl_comp_down(s->env);
     narrow(&s->m, s->kind, top_width(s->env, s->kind, client), round);
-    if (!out) return 1 + fl_sub_bytes(s->env->arch, nn_model_live_count(&s->m)); /* + map */
+    if (!out) return sub_bytes(s->env->arch, c, nn_model_live_count(&s->m));
     if (round > s->round) s->round = round;
     size_t before = out->size;
-    pack_sub(out, &s->m, s->global);
+    pack_sub(out, &s->m, s->global, c != NULL);
+    fl_slice sl = {s->m.live, NULL};
+    if (c) fl_down_encode(s->env, s->global, &sl, client, round, 0, out);
     return out->size - before;
 }
 
@@ -414,14 +444,16 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
 {
     nn_model *m = fl_worker_model(w, env);
     size_t nf = env->arch->layout.n_floats;
+    const nn_comp *cu = fl_comp_up(env);
     double top = top_width(env, kind, job->client);
     if (env->cost_only) {
         narrow(m, kind, top, job->round);
         local_steps(env, job, m, kind, top, res);
-        res->up_bytes = 1 + fl_sub_bytes(env->arch, nn_model_live_count(m));
+        res->up_bytes = sub_bytes(env->arch, cu, nn_model_live_count(m));
         return SIM_OK;
     }
-    int rc = unpack_sub(m, m->params, job->down, job->down_len, "down message", err);
+    int rc = unpack_sub(env, fl_comp_down(env), m, m->params, job->down, job->down_len,
+                        "down message", err);
     if (rc) return rc;
     memcpy(w->ref, m->params, nf * sizeof(float));
     if (conf(env)->scaler) m->narrow_scale = (float)(1 / top);
@@ -429,9 +461,11 @@ static int width_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_re
     m->narrow_scale = 1.0f;         /* the worker's model serves other jobs and evaluations */
     for (size_t j = 0; j < nf; j++) /* the upload is the change of the live parameters */
         w->ref[j] = m->params[j] - w->ref[j];
-    pack_sub(&res->up, m, w->ref);
+    pack_sub(&res->up, m, w->ref, cu != NULL);
+    fl_slice sl = {m->live, NULL}; /* the residual over the whole model */
+    if (cu) rc = fl_up_encode(env, job, w->ref, &sl, 0, res, err);
     res->up_bytes = res->up.size;
-    return SIM_OK;
+    return rc;
 }
 
 static int heterofl_train(const fl_env *env, const fl_job *job, fl_worker *w, fl_result *res,
@@ -457,7 +491,7 @@ static int width_absorb(void *p, int32_t client, const void *up, size_t len, dou
 {
     width_server *s = p;
     (void)client;
-    int rc = unpack_sub(&s->m, s->scratch, up, len, "up message", err);
+    int rc = unpack_sub(s->env, fl_comp_up(s->env), &s->m, s->scratch, up, len, "up message", err);
     if (!rc) fl_sub_acc_add(&s->acc, &s->m, s->scratch, weight, mass);
     return rc;
 }
@@ -513,7 +547,7 @@ const fl_algo fl_heterofl = {
         .name = "heterofl",
         .summary = "HeteroFL: each client trains its width's sub-model (first channels)",
         .doc = "every client trains its width's sub-model: the first channels",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_width_section,
         .server_new = heterofl_new,
         .server_free = width_free,
@@ -532,7 +566,7 @@ const fl_algo fl_fjord = {
         .summary = "FjORD: ordered dropout, a nested width every step, self-distilled",
         .doc = "ordered dropout: the client's widest sub-model travels, and every local step also "
                "trains a nested width, self-distilled from the widest",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_width_section,
         .streams = STREAMS,
         .server_new = fjord_new,
@@ -551,7 +585,7 @@ const fl_algo fl_fedrolex = {
         .name = "fedrolex",
         .summary = "FedRolex: a window of its width's channels, rolling every round",
         .doc = "a window of its width's channels that rolls by one channel per round",
-        .flags = FL_HAS_GLOBAL | FL_FIXED_COST,
+        .flags = FL_HAS_GLOBAL | FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
         .section = &fl_width_section,
         .server_new = fedrolex_new,
         .server_free = width_free,

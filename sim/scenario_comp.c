@@ -29,7 +29,8 @@ static void note_unused(sim_scenario *sc, const sim_keys_map *t, const char *dir
 }
 
 /* compression: {up: {scheme, ratio, levels, error_feedback}, down: {...}}. A scheme is refused
- * at its key for an algorithm whose messages are not one dense vector (its flags), and topk,
+ * at its key for an algorithm whose messages are not the model's parameters (its flags), with
+ * its reason (fl_algo.no_compress), and topk,
  * randk and sign for downloads. Absent, it is none both ways and no default is written: the
  * resolved scenario (and `fedsim check`'s copy of it) of a run without it is what it was. */
 int sim_scenario_load_compression(sim_scenario *sc, sim_keys_map *root, sim_err *err)
@@ -56,14 +57,12 @@ int sim_scenario_load_compression(sim_scenario *sc, sim_keys_map *root, sim_err 
                     snprintf(can + len, sizeof can - len, "%s%s", len ? ", " : "",
                              fl_algos[i]->name);
                 }
-            return sim_yaml_fail(
-                    at, err,
-                    "compression.%s.scheme: %s: %s %s is not one dense float vector "
-                    "(thresholds, masks, scores, some of its layers or a narrowed sub-model); "
-                    "compression "
-                    "applies to %s",
-                    dir, nn_comp_names[sch], sc->cfg.name,
-                    d ? "sends no model that" : "uploads something that", can);
+            const char *why = sc->spec.algo->no_compress;
+            return sim_yaml_fail(at, err,
+                                 "compression.%s.scheme: %s: %s: %s; compression applies to the "
+                                 "messages of %s",
+                                 dir, nn_comp_names[sch], sc->cfg.name,
+                                 why ? why : "its messages are not the model's parameters", can);
         }
         if (d && (sparse || sch == NN_COMP_SIGN))
             return sim_yaml_fail(at, err,

@@ -374,8 +374,9 @@ const sim_key sim_keys_network_group[] = {
 
 static const char COMPRESSION_DOC[] =
         "How updates (`up`) and models (`down`) travel. The encoded message is real msgpack, "
-        "and its length is what the run charges; algorithms whose messages are not one dense "
-        "float vector refuse a scheme other than `none`.";
+        "and its length is what the run charges; algorithms whose messages are not the "
+        "model's parameters or their change (whole, its shared layers or a sub-model) refuse a "
+        "scheme other than `none`, saying why.";
 static const char NETWORK_DOC[] =
         "Without it every transfer has its client's link to itself: latency + 8 × bytes / "
         "bandwidth. With it a transfer is a flow over its client's link, its group's and the "

@@ -3,7 +3,8 @@
  * streams (the core purposes of sim/rng.h and every algorithm's declared ones) share an id; and
  * the capabilities an algorithm declares are what the loader enforces: persistent_momentum only
  * where FL_KEEPS_MOMENTUM, batch_size 1 refused under FL_NEEDS_BATCH2, momentum refused under
- * FL_PLAIN_SGD, each error at the key's file:line:col. */
+ * FL_PLAIN_SGD, each error at the key's file:line:col; and an algorithm that refuses
+ * `compression:` has a reason to give. */
 #include "algos/algo.h"
 #include "tests/check.h"
 
@@ -22,6 +23,10 @@ static void test_versions_and_sections(void)
         for (int k = 0; fl_sections[k]; k++)
             known |= fl_sections[k] == a->section;
         CHECK_MSG(known, "%s: its section is not in fl_sections", a->name);
+        /* a refusal of `compression:` says why (fl_algo.no_compress) */
+        int both = (a->flags & FL_COMPRESS_UP) && (a->flags & FL_COMPRESS_DOWN);
+        CHECK_MSG(both == !a->no_compress, "%s: compression %s, %s reason", a->name,
+                  both ? "applies" : "is refused", a->no_compress ? "a" : "no");
     }
     CHECK(n >= 20);
 }

@@ -1,12 +1,14 @@
 /* tests/test_sim_compress.c -- `compression:` end to end through the fedsim binary ($FEDSIM_BIN)
  * on scenarios/tiny.yaml: a FedAvg run with topk (error feedback, beside persistent momentum) up
- * and fp16 down, and a SCAFFOLD run with qsgd (error feedback on Δy and Δc) up and bf16 down,
- * write the same outputs with 0 and 2 workers, and stopped after a checkpoint and resumed end as
- * the straight runs (the residuals ride in the clients' private state); a run's
- * bytes are its messages' lengths (fp16 and qsgd: participants × the length nn_comp_bytes
- * computes, every round, and the cost-only run's; topk: no more than cost-only prices); and an
- * algorithm that sends no dense vector, a sparse download or randk's error feedback are refused
- * at the key. */
+ * and fp16 down, a SCAFFOLD run with qsgd (error feedback on Δy and Δc) up and bf16 down, a
+ * FedRep run (its shared layers) with qsgd and error feedback up and fp16 down, and a FedRolex
+ * run (its rolling sub-model) with topk up and qsgd down, write the same outputs with 0 and 2
+ * workers, and stopped after a checkpoint and resumed end as the straight runs (the residuals ride
+ * in the clients' private state); a run's bytes are its messages' lengths (fp16 and qsgd:
+ * participants × the length nn_comp_bytes computes, every round, and the cost-only run's; FedPer's
+ * and HeteroFL's the cost-only run's, below their dense runs'; topk: no more than cost-only
+ * prices); and an algorithm that sends no dense vector, a sparse download or randk's error feedback
+ * are refused at the key. */
 #include "nn/compress.h"
 #include "tests/check.h"
 #include "tests/files.h"
@@ -19,12 +21,18 @@ static char dir[64];
 static const char *bin;
 
 /* FedAvg with topk and its residual beside persistent momentum, fp16 models; SCAFFOLD with
- * qsgd and error feedback on both its vectors, bf16 models */
-static const char *const CASES[2] = {
+ * qsgd and error feedback on both its vectors, bf16 models; FedRep's shared layers and FedRolex's
+ * rolling sub-models, each with error feedback */
+enum { N_CASES = 4 };
+static const char *const CASES[N_CASES] = {
         "--set algorithm.momentum=0.5 --set algorithm.persistent_momentum=true "
         "--set 'compression={up: {scheme: topk, ratio: 0.05}, down: {scheme: fp16}}'",
         "--set algorithm.name=scaffold --set 'compression={up: {scheme: qsgd, levels: 15, "
-        "error_feedback: true}, down: {scheme: bf16}}'"};
+        "error_feedback: true}, down: {scheme: bf16}}'",
+        "--set algorithm.name=fedrep --set 'compression={up: {scheme: qsgd, levels: 15, "
+        "error_feedback: true}, down: {scheme: fp16}}'",
+        "--set algorithm.name=fedrolex --set 'compression={up: {scheme: topk, ratio: 0.05}, "
+        "down: {scheme: qsgd, levels: 255}}'"};
 
 /* Run tiny.yaml into dir/name with args (env before the command); the exit status, stderr in
  * dir/name.err. */
@@ -87,14 +95,17 @@ int main(void)
     char args[1024];
     /* 0 and 2 workers, and a run resumed from its checkpoint at aggregation 2 */
     char cmd[1024];
-    CHECK(run("", "plain", "--workers 0") == 0);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < N_CASES; i++) {
         snprintf(args, sizeof args, "--workers 0 %s", CASES[i]);
         CHECK(run("", "w0", args) == 0);
         snprintf(args, sizeof args, "--workers 2 %s", CASES[i]);
         CHECK(run("", "w2", args) == 0);
         CHECK_MSG(test_same_outputs(dir, "w0", "w2", 1), "%s: --workers 2 = in-process", CASES[i]);
-        CHECK_MSG(!test_same_outputs(dir, "w0", "plain", 0), "compression changes the run");
+        snprintf(args, sizeof args, "--workers 0 %s", CASES[i]);
+        *strstr(args, " --set 'compression") = 0; /* the same without compression */
+        CHECK(run("", "plain", args) == 0);
+        CHECK_MSG(!test_same_outputs(dir, "w0", "plain", 0), "%s: compression changes the run",
+                  CASES[i]);
         snprintf(cmd, sizeof cmd, "rm -rf %s/re", dir);
         CHECK(system(cmd) == 0);
         snprintf(args, sizeof args, "--workers 0 --checkpoint-every 2 %s", CASES[i]);
@@ -141,6 +152,34 @@ int main(void)
             CHECK(cup[r] == up[r] && cdown[r] == down[r]);
         }
     }
+    /* messages that are part of the model: FedPer's shared layers, HeteroFL's sub-models (a
+     * width per client from its capacity): the trained run's bytes are the cost-only run's
+     * round by round, fp16 uploads about half the dense ones and qsgd's 5 bits a value about
+     * 5/32 of the dense downloads */
+    const char *sliced[] = {
+            "fedper", "heterofl --set algorithm.width.by=capacity --set devices.capacity=uniform"};
+    for (int i = 0; i < 2; i++) {
+        double up[16], down[16], cup[16], cdown[16], dup[16], ddown[16];
+        int pa[16], cpa[16], dpa[16];
+        const char *set = "--set 'compression={up: {scheme: fp16}, down: {scheme: qsgd, levels: "
+                          "15}}'";
+        snprintf(args, sizeof args, "--workers 0 --set algorithm.name=%s %s", sliced[i], set);
+        CHECK(run("", "b", args) == 0);
+        snprintf(args, sizeof args, "--workers 0 --cost-only --set algorithm.name=%s %s", sliced[i],
+                 set);
+        CHECK(run("", "c", args) == 0);
+        snprintf(args, sizeof args, "--workers 0 --set algorithm.name=%s", sliced[i]);
+        CHECK(run("", "d", args) == 0);
+        int m = rows("b", up, down, pa);
+        CHECK(m == 6 && rows("c", cup, cdown, cpa) == 6 && rows("d", dup, ddown, dpa) == 6);
+        for (int r = 0; r < m; r++)
+            CHECK_MSG(cup[r] == up[r] && cdown[r] == down[r] && cpa[r] == pa[r],
+                      "%s round %d: %.0f, %.0f bytes up and down, %.0f and %.0f priced", sliced[i],
+                      r, up[r], down[r], cup[r], cdown[r]);
+        double ru = up[m - 1] / dup[m - 1], rd = down[m - 1] / ddown[m - 1];
+        CHECK_MSG(ru > 0.49 && ru < 0.55 && rd > 5.0 / 32 && rd < 0.2,
+                  "%s: %.4f of the dense bytes up, %.4f down", sliced[i], ru, rd);
+    }
     /* topk: what cost-only prices is the most a run sends */
     {
         double up[16], down[16], cup[16], cdown[16];
@@ -154,7 +193,10 @@ int main(void)
     }
     /* refusals at the key, with the reason */
     REFUSED("--set algorithm.name=spafl --set compression.up.scheme=qsgd",
-            "compression.up.scheme: qsgd: spafl", "is not one dense float vector");
+            "compression.up.scheme: qsgd: spafl: SpaFL's messages are its neurons' thresholds",
+            "compression applies to the messages of fedavg, fedprox, heterofl");
+    REFUSED("--set algorithm.name=dmpfl --set compression.down.scheme=fp16",
+            "compression.down.scheme: fp16: dmpfl: DM-PFL sends each parameter's mask", "");
     REFUSED("--set compression.down.scheme=topk", "compression.down.scheme: topk of a whole model",
             "down takes none, qsgd, fp16 or bf16");
     REFUSED("--set 'compression.up={scheme: randk, error_feedback: true}'",
