@@ -1,8 +1,9 @@
 /* tests/test_sim_mpi.c -- workers as MPI ranks end to end: `mpirun -np 3 fedsim-mpi` (rank 0 the
  * coordinator, ranks 1-2 the workers; $FEDSIM_MPI_BIN, built by `make mpi`) against the same
  * binary run alone with --workers 0 and 2 (byte-identity is promised per binary; another build
- * of fedsim, with other flags, need not round the same), on the tiny scenario and on a short FedAvg
- * Fashion-MNIST run: metrics.tsv, clients.tsv, events.msgpack and timeline.tsv must be
+ * of fedsim, with other flags, need not round the same), on the tiny scenario, on a short FedAvg
+ * Fashion-MNIST run, and on async FedAvg, SpaFL and pFedGate (jobs training on the ranks while rank
+ * 0 simulates ahead): metrics.tsv, clients.tsv, events.msgpack and timeline.tsv must be
  * byte-identical. Worker ranks running another build (a copy of the binary one byte longer) are
  * named in a warning and change nothing here. Then failures: worker ranks given another seed than
  * the coordinator are refused by the hello check; a worker rank killed mid-run
@@ -117,6 +118,22 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "f2", "fm", 1), "fmnist: MPI ranks match --workers 2");
     CHECK_MSG(!test_same_outputs(dir, "t0", "f0", 0), "the comparison can fail");
     CHECK_MSG(!err_holds("tm", "another build", 0), "one build: no warning");
+    /* async, where jobs train on the ranks while rank 0 simulates ahead (issue 40): FedAvg's
+     * exact costs, SpaFL's and pFedGate's lower bounds */
+    static const char *const async_algos[] = {"fedavg", "spafl", "pfedgate"};
+    for (int i = 0; i < 3; i++) {
+        char sc[512], a0[32], am[32];
+        snprintf(sc, sizeof sc,
+                 "scenarios/tiny.yaml --set 'federation={mode: async, concurrency: 4, buffer: 2}' "
+                 "--set rounds=8 --set algorithm.name=%s",
+                 async_algos[i]);
+        snprintf(a0, sizeof a0, "a0-%s", async_algos[i]);
+        snprintf(am, sizeof am, "am-%s", async_algos[i]);
+        CHECK(run("", a0, sc, 0, "") == 0);
+        CHECK_MSG(run("", am, sc, -1, "") == 0, "async %s under mpirun", async_algos[i]);
+        CHECK_MSG(test_same_outputs(dir, a0, am, 1), "async %s: MPI ranks match --workers 0",
+                  async_algos[i]);
+    }
     /* the note of keys the other federation mode leaves unused comes from rank 0 alone */
     CHECK(run("", "ta", "scenarios/tiny.yaml --set federation.mode=async", -1, "") == 0);
     char np[200];
