@@ -112,6 +112,11 @@ typedef struct split_server {
     float *scratch;              /* n_floats: an unpacked upload (pFedHN: a generated part) */
     double *acc;                 /* n_floats: Σ weight · value */
     double mass;
+    /* Σ weight: what a mean of models (dense uploads) is normalized by, so async staleness
+     * weights (below the masses) shift the mean toward fresher models instead of shrinking it;
+     * a mean of changes (compressed uploads) is normalized by mass, as FedAvg's. Zero at every
+     * checkpoint (absorb and aggregate run in one event), so not saved. */
+    double wsum;
 } split_server;
 
 /* Which tensors are personal under FedPer (head 1) or LG-FedAvg (head 0). */
@@ -421,6 +426,7 @@ static int split_absorb(void *p, int32_t client, const void *up, size_t len, dou
              !s->personal[t] && j < L->t[t].off + (size_t)L->t[t].rows * L->t[t].cols; j++)
             s->acc[j] += weight * (double)s->scratch[j];
     s->mass += mass;
+    s->wsum += weight;
     return SIM_OK;
 }
 
@@ -429,13 +435,13 @@ static void split_aggregate(void *p)
     split_server *s = p;
     const nn_layout *L = &s->env->arch->layout;
     int delta = fl_comp_up(s->env) != NULL; /* compressed uploads are changes */
-    for (int t = 0; s->mass > 0 && t < L->n; t++)
+    for (int t = 0; s->mass > 0 && s->wsum > 0 && t < L->n; t++)
         for (size_t j = L->t[t].off;
              !s->personal[t] && j < L->t[t].off + (size_t)L->t[t].rows * L->t[t].cols; j++)
             s->global[j] = delta ? s->global[j] + (float)(s->acc[j] / s->mass)
-                                 : (float)(s->acc[j] / s->mass);
+                                 : (float)(s->acc[j] / s->wsum);
     memset(s->acc, 0, L->n_floats * sizeof(double));
-    s->mass = 0;
+    s->mass = s->wsum = 0;
 }
 
 /* The client's model: the global shared part and its personal part (the initial one before its

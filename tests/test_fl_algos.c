@@ -299,6 +299,15 @@ int main(void)
         }
         CHECK_MSG(moved > 0 && mine > 0 && ok, "%s: shared part moved (%zu), personal kept (%zu)",
                   a->name, moved, mine);
+        /* an async staleness weight below the mass: the mean of one model is still that model
+         * (it was half of it when the mean of models was normalized by mass) */
+        void *st = a->server_new(&env, &err);
+        CHECK(a->server_absorb(st, 2, rs.up.data, rs.up.size, 0.5, 1, &err) == SIM_OK);
+        a->server_aggregate(st);
+        a->eval_params(st, -1, NULL, 0, &g0);
+        CHECK_MSG(!memcmp(g0.params, g1.params, nf * sizeof(float)),
+                  "%s: a stale update's model averaged as itself", a->name);
+        a->server_free(st);
         fl_result_destroy(&rs), fl_result_destroy(&rcost);
         a->server_free(ss);
     }
