@@ -184,6 +184,11 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     case SIM_EV_DOWNLOAD_DONE:
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
         sim_eng_timeline_row(e, ev->who, "download", cl->job_start, "ok");
+        if (e->net && sim_eng_job_pending(e, ev->who)) /* the lookahead's promise (engine_jobs.c) */
+            return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                            "client %d's download ended at %.9f s before its job was placed: "
+                            "the lookahead ran past it",
+                            ev->who, sim_time_to_s(e->now));
         if (e->net) sim_eng_net_download_done(e, ev->who);
         return SIM_OK;
     case SIM_EV_TRAIN_DONE:

@@ -195,6 +195,8 @@ void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *
 /* engine_jobs.c */
 /* Dispatch jobs to the n clients in sel now, counting each in in_flight. */
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
+/* 1 when client c's job is not yet placed. */
+int sim_eng_job_pending(const sim_engine *e, int32_t c);
 /* The earliest instant a job not yet placed is needed at (DEV_TIME_NEVER: none). */
 sim_time sim_eng_jobs_need(const sim_engine *e);
 /* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */
@@ -246,9 +248,12 @@ void sim_eng_outputs_free(sim_engine *e);
 /* engine_net.c: transfers as flows over shared links (spec.net) */
 void sim_eng_net_new(sim_engine *e);
 void sim_eng_net_free(sim_engine *e);
-/* Client c's job was just dispatched (job and ph as dev_price priced it alone): start its
- * download. */
-void sim_eng_net_dispatch(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph);
+/* Client c's job was just dispatched, its download down_bytes long: start it, and place its loss
+ * (with the job's reserved seqs from seq: engine_jobs.c). */
+void sim_eng_net_start(sim_engine *e, int32_t c, double down_bytes, uint64_t seq);
+/* Its result is in (job and ph as dev_price priced it alone): what it trains, and the estimates
+ * of its phases busy_until takes. Before its download can have ended (engine_jobs.c). */
+void sim_eng_net_work(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph);
 /* Before time moves on from now (no event left at now): the flows' new rates, their end events
  * moved; nothing while events at now remain. */
 void sim_eng_net_settle(sim_engine *e);

@@ -24,8 +24,10 @@
  * worker count and any order results come back in. Jobs not yet placed are placed before a
  * checkpoint (which then holds no job in flight on a worker), before a round that finds no
  * client picks its retry from busy clients' ends, and at the end of the run. With shared links
- * (engine_net.c) a job's phases are known only as the flows progress, so its result is awaited
- * at once, as every job dispatched at that instant trains together.
+ * (engine_net.c) a job's phases end only as the flows progress: its download starts at dispatch,
+ * and its result is needed when the download could end at the earliest (its latency and its
+ * bytes at its own link's rate: sharing only slows a flow), or when the device goes offline
+ * first (the loss frees what the job holds).
  */
 #include "sim/engine_int.h"
 
@@ -105,6 +107,18 @@ static int predict(sim_engine *e, sim_pending *P, const fl_job *job, sim_err *er
     sim_client *cl = &e->c[P->client];
     dev_profile tmp;
     const dev_profile *dev = job_profile(e, P->client, P->id, &tmp);
+    if (e->net) {
+        double db = sim_message_bytes(&e->spec, P->down_len);
+        /* less a microsecond: the flow solver's integer-ns finishes may round a flow alone
+         * a little below the transfer time priced alone */
+        sim_time own = db > 0 ? dev_transfer_ns(dev->latency_ns, db, dev->down_bps) - 1000
+                              : dev->latency_ns;
+        sim_time off = dev_avail_next_change(&cl->avail, e->now);
+        P->need_at = own >= DEV_TIME_NEVER - e->now ? DEV_TIME_NEVER : e->now + (own > 0 ? own : 0);
+        if (off < P->need_at) P->need_at = off;
+        P->predicted = 1;
+        return SIM_OK;
+    }
     fl_result r;
     fl_result_init(&r);
     P->exact = (algo->flags & FL_FIXED_COST) != 0;
@@ -177,6 +191,10 @@ static void commit(sim_engine *e, sim_pending *P, int deferred)
     cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[P->client];
     cl->job_start = e->now;
     P->events_at = e->tot.events;
+    if (e->net) { /* the download starts now; the rest as the flows progress */
+        sim_eng_net_start(e, P->client, db, P->seq);
+        return;
+    }
     if (!deferred || P->need_at == e->now) return; /* place_job does it all */
     cl->job_down_end = P->down_end;
     if (P->down_end <= P->off)
@@ -245,8 +263,8 @@ static int place_job(sim_engine *e, sim_pending *P, sim_err *err)
     cl->job_loss_rms = r->cost.loss_n > 0 ? sqrt(r->cost.loss_sq / r->cost.loss_n) : NAN;
     cl->job_steps = r->steps;
     if (e->net) { /* shared links: the phases are scheduled as they end (engine_net.c) */
-        sim_eng_net_dispatch(e, c, &job, &ph);
-        return SIM_OK;
+        sim_eng_net_work(e, c, &job, &ph);
+        return P->predicted ? lookahead_log(e, P, P->need_at, err) : SIM_OK;
     }
     sim_time off = P->predicted ? P->off : dev_avail_next_change(&cl->avail, cl->job_start);
     if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
@@ -291,7 +309,7 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
 {
     const fl_algo *algo = e->spec.algo;
     int cost_only = e->spec.env.cost_only, rc = SIM_OK;
-    int deferred = e->pool && !e->net;
+    int deferred = e->pool != NULL;
     size_t nn = (size_t)(n > 0 ? n : 1);
     sim_pending **P = sim_xcalloc(nn, sizeof *P);
     for (int i = 0; i < n; i++) {
@@ -357,6 +375,13 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
     free(P);
     free(order);
     return rc;
+}
+
+int sim_eng_job_pending(const sim_engine *e, int32_t c)
+{
+    for (int i = 0; i < e->n_pend; i++)
+        if (e->pend[i]->client == c) return 1;
+    return 0;
 }
 
 sim_time sim_eng_jobs_need(const sim_engine *e)

@@ -109,27 +109,36 @@ static void start_flow(sim_engine *e, int32_t c, int dir, double bytes)
     sim_net_start(e->net, c, e->now, 8.0 * bytes, bps, path, np);
 }
 
-void sim_eng_net_dispatch(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph)
+void sim_eng_net_start(sim_engine *e, int32_t c, double down_bytes, uint64_t seq)
 {
     sim_client *cl = &e->c[c];
     sim_netjob *j = &e->nj[c];
-    j->work = job->work;
+    j->work = (dev_work){0};
     j->off = dev_avail_next_change(&cl->avail, e->now);
-    j->train_est = ph->train;
-    j->up_est = ph->up;
+    j->train_est = j->up_est = 0; /* until the job is placed (sim_eng_net_work) */
     j->phase = SIM_NJ_DOWN;
     j->flow_start = e->now;
     j->own_ns = 0;
-    cl->job_flops = ph->flops;
     cl->job_start = e->now;
     cl->job_down_end = cl->job_train_end = DEV_TIME_NEVER; /* not known yet */
-    if (j->off != DEV_TIME_NEVER) sim_eng_schedule(e, j->off, SIM_EV_JOB_LOST, c, cl->job_id);
-    if (job->down_bytes > 0) {
-        start_flow(e, c, 1, job->down_bytes);
+    if (j->off != DEV_TIME_NEVER)
+        sim_queue_push_seq(&e->q, j->off, SIM_EV_JOB_LOST, c, cl->job_id, seq + 2);
+    if (down_bytes > 0) {
+        start_flow(e, c, 1, down_bytes);
     } else { /* nothing to send: the dispatch reaches the device after its latency */
         sim_time t = sat_add(e->now, e->spec.devices[c].latency_ns);
-        if (t <= j->off) sim_eng_schedule(e, t, SIM_EV_DOWNLOAD_DONE, c, cl->job_id);
+        if (t <= j->off) sim_queue_push_seq(&e->q, t, SIM_EV_DOWNLOAD_DONE, c, cl->job_id, seq);
     }
+    project(e, c);
+}
+
+void sim_eng_net_work(sim_engine *e, int32_t c, const dev_job *job, const dev_phases *ph)
+{
+    sim_netjob *j = &e->nj[c];
+    j->work = job->work;
+    j->train_est = ph->train;
+    j->up_est = ph->up;
+    e->c[c].job_flops = ph->flops;
     project(e, c);
 }
 

@@ -4,7 +4,8 @@
  * - Byte-identical outputs with 0, 1, 2 and 3 workers for async runs of a fixed-cost algorithm
  *   (FedAvg), of SpaFL and pFedGate (whose work is known only by training: a lower bound), of
  *   devices that go offline mid-job (jobs lost before their training could end are never
- *   trained), and for over-committed sync rounds with a deadline (late jobs).
+ *   trained), on shared links (jobs needed by when their download could end), and for
+ *   over-committed sync rounds with a deadline (late jobs).
  * - The lookahead is real and safe: with FEDSIM_TEST_LOOKAHEAD the engine logs every job it placed
  *   after dispatch; no job was placed after the instant it was needed at, FedAvg's were needed
  *   exactly when their training ended, SpaFL's at or before, and the engine handled other events
@@ -44,6 +45,13 @@ static const struct {
         {"churn", ASYNC "--set 'devices.profiles.slow.availability={kind: markov, mean_on: 1 s, "
                         "mean_off: 1 s}' --set 'devices.profiles.fast.availability={kind: markov, "
                         "mean_on: 1 s, mean_off: 1 s}'"},
+        /* shared links: a job is needed by when its download could end (and slow devices go
+         * offline mid-download) */
+        {"network",
+         ASYNC "--set 'network={server: {up: 2 Mbps, down: 8 Mbps}, groups: [{name: "
+               "cell, down: 4 Mbps, up: 1 Mbps, devices: [fast], share: 0.75}]}' --set "
+               "'devices.profiles.slow.availability={kind: markov, mean_on: 1 s, mean_off: "
+               "1 s}'"},
         /* sync: 6 of 8 clients for 4 updates; the deadline makes the slow ones late */
         {"overcommit", "--set rounds=4 --set federation.over_commit=1.5 "
                        "--set federation.deadline=1s"},
@@ -145,6 +153,8 @@ int main(void)
               ahead, ev);
     ev = check_log("churn", 1, &jobs, &ahead);
     CHECK_MSG(ev > 0, "churn: %d jobs, %ld events meanwhile", jobs, ev);
+    ev = check_log("network", 0, &jobs, &ahead);
+    CHECK_MSG(ev > 0 && jobs > 20, "network: %d jobs, %ld events meanwhile", jobs, ev);
 
     /* a bound too high is caught, naming the algorithm; one too low is sound */
     char args[1024];
