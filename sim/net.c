@@ -746,6 +746,17 @@ int sim_net_flows(const sim_net *net, sim_net_flow *out)
     return net->n;
 }
 
+void sim_net_link_loads(const sim_net *net, double *out)
+{
+    for (int l = 0; l < net->n_links; l++)
+        out[l] = 0;
+    for (int i = 0; i < net->n; i++) {
+        const sim_net_flow *f = &net->f[net->by_id[i]];
+        for (int k = 0; k < f->n_path; k++)
+            out[f->path[k]] += f->rate;
+    }
+}
+
 double sim_net_link_load(const sim_net *net, int l)
 {
     double sum = 0; /* in id order, so the figure does not depend on storage order */

@@ -93,5 +93,8 @@ void sim_net_mark(sim_net *net, int l);
 int sim_net_links(const sim_net *net);
 /* The sum of the current rates on link l (bit/s). */
 double sim_net_link_load(const sim_net *net, int l);
+/* The same for every link at once, into out[sim_net_links]: each sum in increasing id, so the
+ * same flows give the same figures bit for bit. */
+void sim_net_link_loads(const sim_net *net, double *out);
 
 #endif /* SIM_NET_H */

@@ -10,7 +10,10 @@
  *   - four clients downloading at once through a server link slower than their own share it
  *     equally: every download of the first round ends at 4 x 8 x bytes / capacity plus the
  *     latency, to the ns that timeline.tsv prints, and clients.tsv's net_wait_s is at least the
- *     download's wait; `fedsim check` predicts that bound.
+ *     download's wait; `fedsim check` predicts that bound;
+ *   - links.tsv (with a network only): no link ever carries more than its capacity, and the area
+ *     under each link's steps is the bits its flows delivered: the server's downlink the
+ *     clients' bytes down, its uplink their bytes up, a group's uplink its clients' bytes up.
  * Resume with a network is tested with the other checkpoints (test_sim_checkpoint.c). The binary
  * is $FEDSIM_BIN (make test sets it). */
 #include "tests/check.h"
@@ -331,6 +334,71 @@ static void test_contended(void)
     free(ck);
 }
 
+/* Bits under link's steps in links.tsv text (the load held from a row to the link's next); the
+ * rows over capacity, out of time order or unparsed into *bad; the link's last load into *last. */
+static double link_area(const char *text, const char *link, int *bad, double *last, int *rows)
+{
+    double area = 0, t0 = -1, used0 = 0, tprev = 0;
+    *last = -1;
+    *rows = 0;
+    const char *p = strstr(text, "time_s\tlink\tused_bps\tcapacity_bps\n");
+    if (!p) return (*bad)++, 0;
+    for (p = strchr(p, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        double t, used, cap;
+        char name[64];
+        if (sscanf(p + 1, "%lf\t%63s\t%lf\t%lf", &t, name, &used, &cap) != 4) {
+            (*bad)++;
+            continue;
+        }
+        *bad += t < tprev || used < 0 || used > cap * (1 + 1e-12);
+        tprev = t;
+        if (strcmp(name, link)) continue;
+        if (t0 >= 0) area += used0 * (t - t0);
+        t0 = t, used0 = used, *last = used;
+        (*rows)++;
+    }
+    return area;
+}
+
+static void test_links(void)
+{
+    /* two rounds of four, uploads through the 2 Mbps server uplink and the fast clients' cell
+     * (its 1 Mbps uplink), downloads through 8 Mbps: every flow ends before the run does */
+    CHECK(run("links", "--set rounds=2 --set 'network={server: {up: 2 Mbps, down: 8 Mbps}, "
+                       "groups: [{name: cell, up: 1 Mbps, devices: [fast]}]}'") == 0);
+    char *lt = file_of("links", "links.tsv"), *cl = file_of("links", "clients.tsv");
+    CHECK_MSG(lt && cl, "links.tsv and clients.tsv written");
+    if (!lt || !cl) return free(lt), free(cl);
+    double up = 0, down = 0, cell = 0; /* bits the clients sent and received */
+    for (char *p = strchr(cl, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        char dev[48];
+        double bu, bd;
+        if (sscanf(p + 1, "%*d\t%47s\t%*d\t%*d\t%*d\t%*d\t%*d\t%*d\t%lf\t%lf", dev, &bu, &bd) ==
+            3) {
+            up += 8 * bu, down += 8 * bd;
+            if (!strcmp(dev, "fast")) cell += 8 * bu;
+        }
+    }
+    static const char *const link[] = {"server.down", "server.up", "cell.up"};
+    double want[] = {down, up, cell};
+    for (int i = 0; i < 3; i++) {
+        int bad = 0, rows;
+        double last, area = link_area(lt, link[i], &bad, &last, &rows);
+        CHECK_MSG(bad == 0 && rows >= 2 && last == 0, "%s: %d bad rows, %d rows, last %g", link[i],
+                  bad, rows, last);
+        CHECK_MSG(want[i] > 0 && fabs(area - want[i]) <= 1e-9 * want[i],
+                  "%s carried %.3f bits, its flows %.3f", link[i], area, want[i]);
+    }
+    /* the cell's uplink (1 Mbps) is the fast clients' bottleneck: full while one uploads */
+    CHECK_MSG(strstr(lt, "\tcell.up\t1000000\t1000000\n"), "cell.up never full:\n%s", lt);
+    CHECK_MSG(!strstr(lt, "cell.down"), "an unlimited link has no rows");
+    free(lt), free(cl);
+    /* no network: no links.tsv */
+    char p[200];
+    snprintf(p, sizeof p, "%s/plain/links.tsv", dir);
+    CHECK(!test_readable(p));
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -341,6 +409,7 @@ int main(void)
     test_assign();
     test_uncontended();
     test_contended();
+    test_links();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("cannot remove %s\n", dir);
