@@ -292,8 +292,9 @@ void sim_eng_net_job_end(sim_engine *e, int32_t c)
 
 /* ---------------------------------------------------------------------------------------- */
 /* checkpoints: [flows in id order, the clients' netjobs, the links changed and not yet solved,
- * net_next, [links.tsv's length, each link's load as its last row gave it]] (a checkpoint of
- * before links.tsv has 4: the file is then written anew from the resume on) */
+ * net_next, [links.tsv's length, each link's load as its last row gave it, each link's load as
+ * the net keeps it]] (a checkpoint of before links.tsv has 4: the file is then written anew from
+ * the resume on) */
 
 /* clang-format off */
 #define INT(st, m, lo, hi) {#m, SIM_F_INT, offsetof(st, m), sizeof(((st *)0)->m), 0, {0, lo}, {0, hi}}
@@ -347,10 +348,15 @@ void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk)
         msgpack_pack_int(pk, dirty[i]);
     msgpack_pack_int64(pk, e->net_next);
     int nl = sim_net_links(e->net);
-    msgpack_pack_array(pk, (size_t)nl + 1);
+    double *load = sim_xmalloc(sizeof(double) * (size_t)nl);
+    sim_net_link_loads(e->net, load);
+    msgpack_pack_array(pk, 2 * (size_t)nl + 1);
     msgpack_pack_int64(pk, len);
     for (int l = 0; l < nl; l++)
         msgpack_pack_double(pk, e->link_used[l]);
+    for (int l = 0; l < nl; l++)
+        msgpack_pack_double(pk, load[l]);
+    free(load);
     free(fl);
     free(dirty);
 }
@@ -365,20 +371,19 @@ const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why
         o->via.array.ptr[2].type != MSGPACK_OBJECT_ARRAY)
         return "not [flows, a job per client, links changed, next flow end, links.tsv]";
     int n_links = 2 + 2 * e->spec.net->n_groups;
-    if (o->via.array.size == 5) {
-        const msgpack_object *lo = &o->via.array.ptr[4];
-        if (lo->type != MSGPACK_OBJECT_ARRAY || lo->via.array.size != (uint32_t)n_links + 1 ||
+    const msgpack_object *lo = o->via.array.size == 5 ? &o->via.array.ptr[4] : NULL;
+    if (lo) {
+        if (lo->type != MSGPACK_OBJECT_ARRAY || lo->via.array.size != 2 * (uint32_t)n_links + 1 ||
             lo->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
             lo->via.array.ptr[0].via.u64 > INT64_MAX)
             return "links.tsv";
-        e->links_len = (int64_t)lo->via.array.ptr[0].via.u64;
-
-        for (int l = 0; l < n_links; l++) {
-            const msgpack_object *u = &lo->via.array.ptr[1 + l];
-            if (u->type != MSGPACK_OBJECT_FLOAT64 && u->type != MSGPACK_OBJECT_FLOAT32)
+        for (int l = 1; l <= 2 * n_links; l++)
+            if (lo->via.array.ptr[l].type != MSGPACK_OBJECT_FLOAT64 &&
+                lo->via.array.ptr[l].type != MSGPACK_OBJECT_FLOAT32)
                 return "links.tsv";
-            e->link_used[l] = u->via.f64;
-        }
+        e->links_len = (int64_t)lo->via.array.ptr[0].via.u64;
+        for (int l = 0; l < n_links; l++)
+            e->link_used[l] = lo->via.array.ptr[1 + l].via.f64;
     }
     e->links_touched = 1; /* a change may wait for its settle: rows differ only if so */
     const msgpack_object *nx = &o->via.array.ptr[3];
@@ -425,6 +430,13 @@ const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why
             return why;
         }
         sim_net_mark(e->net, (int)l->via.u64);
+    }
+    if (lo) { /* the loads as kept, once the flows are back (which summed them afresh) */
+        double *load = sim_xmalloc(sizeof(double) * (size_t)n_links);
+        for (int l = 0; l < n_links; l++)
+            load[l] = lo->via.array.ptr[1 + n_links + l].via.f64;
+        sim_net_restore_loads(e->net, load);
+        free(load);
     }
     return NULL;
 }

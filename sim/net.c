@@ -10,7 +10,8 @@
  *     flows get theirs and nothing else moves (O(new flows)); most starts and ends of a round,
  *     on a link that is not full, are settled so;
  *   - else the components are solved: O(F) to gather their flows from the id and (cap, id)
- *     orders, kept as flows start and stop (a binary search and a move of slots), then the
+ *     orders, kept as flows start and stop (a binary search and a move of slots; no pass when
+ *     every flow crosses the one link solved, alone), then the
  *     filling: for one link a pass over its flows in (cap, id) order, for more a heap of links
  *     by fair share (entries made stale by a later change of the link are skipped), each flow
  *     frozen once, O((F + L) log(F + L)). Only flows whose rate changed are touched after.
@@ -18,7 +19,7 @@
  * stale ones dropped as they surface, so sim_net_next and sim_net_due cost O(log F) a flow, not
  * a scan. Both kinds of settle give the same rates bit for bit as solving every component
  * whole (sim_net_solve_all, which test_sim_net checks against at every step of its random runs):
- * measured with make bench's 1M-client engine case, 1.9x the wall time without a network, where
+ * measured with make bench's 1M-client engine case, 1.64x the wall time without a network, where
  * re-solving the touched link at each change was 4.4x.
  */
 #include "sim/net.h"
@@ -40,7 +41,9 @@ struct sim_net {
     /* per link, for the shortcut (slack): its flows, the sum of their caps and a bound on that
      * sum's rounding, and how many of its settled flows run below their cap */
     int *nflows, *held;
+    int n_long; /* flows on more than one link */
     double *capsum, *caperr;
+    double *load; /* the sum of its flows' rates, kept as they change (sim_net_link_loads) */
     /* flows joining two links (path[0], path[1]) and how many: the components' edges */
     struct edge {
         int a, b, n;
@@ -64,7 +67,7 @@ struct sim_net {
      * visits flows in, kept as flows come and go rather than sorted at every solve (slots, not
      * ids: a scan then reads f in place, never the ids' slot table, which is as long as the
      * population) */
-    int32_t *by_id, *by_cap;
+    int *by_id, *by_cap;
     int32_t n_ids;
     int32_t *slot;    /* [n_ids] index of id's flow in f, -1 none */
     int32_t *changed; /* settle's output */
@@ -93,6 +96,7 @@ sim_net *sim_net_new(int n_links, const double *bps, int32_t n_ids)
     net->held = sim_xcalloc(nl, sizeof(int));
     net->capsum = sim_xcalloc(nl, sizeof(double));
     net->caperr = sim_xcalloc(nl, sizeof(double));
+    net->load = sim_xcalloc(nl, sizeof(double));
     net->uf = sim_xcalloc(nl, sizeof(int));
     net->in_comp = sim_xcalloc(nl, sizeof(int));
     net->cnt = sim_xcalloc(nl, sizeof(int));
@@ -116,6 +120,7 @@ void sim_net_free(sim_net *net)
     free(net->held);
     free(net->capsum);
     free(net->caperr);
+    free(net->load);
     free(net->edge);
     free(net->fresh);
     free(net->fin);
@@ -146,8 +151,8 @@ static void grow(sim_net *net)
     if (net->n < net->cap) return;
     net->cap = net->cap ? 2 * net->cap : 64;
     net->f = sim_xrealloc(net->f, sizeof *net->f * (size_t)net->cap);
-    net->by_id = sim_xrealloc(net->by_id, sizeof(int32_t) * (size_t)net->cap);
-    net->by_cap = sim_xrealloc(net->by_cap, sizeof(int32_t) * (size_t)net->cap);
+    net->by_id = sim_xrealloc(net->by_id, sizeof(int) * (size_t)net->cap);
+    net->by_cap = sim_xrealloc(net->by_cap, sizeof(int) * (size_t)net->cap);
     net->fresh = sim_xrealloc(net->fresh, sizeof(int32_t) * (size_t)net->cap);
 }
 
@@ -159,8 +164,7 @@ static int before(const sim_net_flow *a, const sim_net_flow *b, int by_cap)
 }
 
 /* Where f goes in order (n slots): the first position whose flow is not before f. */
-static int position(const sim_net *net, const int32_t *order, int n, const sim_net_flow *f,
-                    int by_cap)
+static int position(const sim_net *net, const int *order, int n, const sim_net_flow *f, int by_cap)
 {
     int lo = 0, hi = n;
     while (lo < hi) {
@@ -174,7 +178,7 @@ static int position(const sim_net *net, const int32_t *order, int n, const sim_n
 }
 
 /* f, in slot s, joins order (of net->n slots). */
-static void order_insert(sim_net *net, int32_t *order, const sim_net_flow *f, int s, int by_cap)
+static void order_insert(sim_net *net, int *order, const sim_net_flow *f, int s, int by_cap)
 {
     int at = position(net, order, net->n, f, by_cap);
     memmove(order + at + 1, order + at, sizeof *order * (size_t)(net->n - at));
@@ -182,7 +186,7 @@ static void order_insert(sim_net *net, int32_t *order, const sim_net_flow *f, in
 }
 
 /* Slot s leaves order (of net->n slots). */
-static void order_remove(sim_net *net, int32_t *order, int s, int by_cap)
+static void order_remove(sim_net *net, int *order, int s, int by_cap)
 {
     int at = position(net, order, net->n, &net->f[s], by_cap);
     assert(at < net->n && order[at] == s);
@@ -190,7 +194,7 @@ static void order_remove(sim_net *net, int32_t *order, int s, int by_cap)
 }
 
 /* The flow in the last slot moved to slot s: order (of n slots) says so. */
-static void order_move(sim_net *net, int32_t *order, int n, int s, int by_cap)
+static void order_move(sim_net *net, int *order, int n, int s, int by_cap)
 {
     int at = position(net, order, n, &net->f[s], by_cap);
     assert(at < n && order[at] == net->n - 1);
@@ -272,12 +276,14 @@ static void account(sim_net *net, const sim_net_flow *f, int sign)
         net->nflows[l] += sign;
         net->held[l] += sign * below_cap(f);
         if (net->nflows[l] == 0) {
-            net->capsum[l] = net->caperr[l] = 0;
+            net->capsum[l] = net->caperr[l] = net->load[l] = 0;
         } else {
             net->capsum[l] += sign * f->cap;
             net->caperr[l] += DBL_EPSILON * fabs(net->capsum[l]);
+            if (f->rate != 0) net->load[l] += sign * f->rate;
         }
     }
+    net->n_long += sign * (f->n_path > 1);
     if (f->n_path < 2 || f->path[0] == f->path[1]) return;
     int a = f->path[0], b = f->path[1], i = 0;
     while (i < net->n_edge && (net->edge[i].a != a || net->edge[i].b != b))
@@ -634,6 +640,8 @@ static int set_rate(sim_net *net, int s, double rate, sim_time now)
     if (!fresh) f->rem = left_at(f, now);
     if (f->rem < 0) f->rem = 0; /* its finish rounded up past its last bit */
     f->t0 = now;
+    for (int k = 0; k < f->n_path; k++)
+        net->load[f->path[k]] += rate - f->rate;
     f->rate = rate;
     sim_time d = sim_time_from_s(f->rem / f->rate);
     int moved = now + d != f->finish;
@@ -673,7 +681,15 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
         int m2 = 0, one = -1, longer = 0; /* one: the only link solved, or -2 */
         for (int l = 0; l < L; l++)
             if (net->in_comp[l]) one = one == -1 ? l : -2;
-        for (int i = 0; i < net->n; i++) {
+        /* the flows solved, in id and in (cap, id) order: every flow when all cross that one
+         * link alone (no pass needed), else gathered */
+        const int *comp = net->comp, *order = net->order;
+        if (one >= 0 && net->n_long == 0 && net->nflows[one] == net->n) {
+            comp = net->by_id;
+            order = net->by_cap;
+            m = net->n;
+        }
+        for (int i = 0; comp == net->comp && i < net->n; i++) {
             int s = net->by_id[i], t = net->by_cap[i];
             if (net->f[s].n_path > 0 && net->in_comp[net->f[s].path[0]]) {
                 net->comp[m++] = s;
@@ -681,15 +697,15 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
             }
             if (net->f[t].n_path > 0 && net->in_comp[net->f[t].path[0]]) net->order[m2++] = t;
         }
-        assert(m == m2);
+        assert(comp != net->comp || m == m2);
         (void)m2;
         /* the new rates, by slot, of the flows solved (every one of them gets one); the rest
          * keep theirs, but for new flows on no shared link, which run at their caps */
         double *rate = net->rate;
         if (m && one >= 0 && !longer && !net->force)
-            solve_link(net, one, net->order, m, rate);
+            solve_link(net, one, order, m, rate);
         else if (m)
-            solve(net, net->comp, net->order, m, rate);
+            solve(net, comp, order, m, rate);
         int nf = 0;
         for (int i = 0; i < net->n_fresh; i++) {
             int s = net->slot[net->fresh[i]];
@@ -701,8 +717,8 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
         if (nf > 1) qsort(net->fresh, (size_t)nf, sizeof(int32_t), cmp_id);
         /* both lists in id order, merged: changed comes out sorted */
         for (int i = 0, j = 0; i < m || j < nf;) {
-            int s = j == nf || (i < m && net->f[net->comp[i]].id < net->fresh[j])
-                            ? net->comp[i++]
+            int s = j == nf || (i < m && net->f[comp[i]].id < net->fresh[j])
+                            ? comp[i++]
                             : net->slot[net->fresh[j++]];
             if (rate[s] == net->f[s].rate && net->f[s].finish >= 0) continue;
             if (set_rate(net, s, rate[s], now)) net->changed[nc++] = net->f[s].id;
@@ -715,7 +731,7 @@ int sim_net_settle(sim_net *net, sim_time now, const int32_t **changed)
         for (int l = 0; l < L && redo; l++)
             if (net->in_comp[l]) net->capsum[l] = 0;
         for (int i = 0; i < m && redo; i++) {
-            const sim_net_flow *f = &net->f[net->comp[i]];
+            const sim_net_flow *f = &net->f[comp[i]];
             for (int k = 0; k < f->n_path; k++)
                 net->capsum[f->path[k]] += f->cap;
         }
@@ -748,13 +764,12 @@ int sim_net_flows(const sim_net *net, sim_net_flow *out)
 
 void sim_net_link_loads(const sim_net *net, double *out)
 {
-    for (int l = 0; l < net->n_links; l++)
-        out[l] = 0;
-    for (int i = 0; i < net->n; i++) {
-        const sim_net_flow *f = &net->f[net->by_id[i]];
-        for (int k = 0; k < f->n_path; k++)
-            out[f->path[k]] += f->rate;
-    }
+    memcpy(out, net->load, sizeof *out * (size_t)net->n_links);
+}
+
+void sim_net_restore_loads(sim_net *net, const double *load)
+{
+    memcpy(net->load, load, sizeof *load * (size_t)net->n_links);
 }
 
 double sim_net_link_load(const sim_net *net, int l)

@@ -93,8 +93,11 @@ void sim_net_mark(sim_net *net, int l);
 int sim_net_links(const sim_net *net);
 /* The sum of the current rates on link l (bit/s). */
 double sim_net_link_load(const sim_net *net, int l);
-/* The same for every link at once, into out[sim_net_links]: each sum in increasing id, so the
- * same flows give the same figures bit for bit. */
+/* Every link's load into out[sim_net_links], as kept while rates change (a flow's change of
+ * rate added, its end subtracted, 0 when the link has no flow): the same changes give the same
+ * figures bit for bit, and so does a net restored with sim_net_restore_loads of what this gave
+ * when it was saved (a restore of flows alone sums them in id order, which may round otherwise). */
 void sim_net_link_loads(const sim_net *net, double *out);
+void sim_net_restore_loads(sim_net *net, const double *load);
 
 #endif /* SIM_NET_H */
