@@ -384,12 +384,13 @@ int plot_close(plot_proc *p)
     return WIFEXITED(st) && WEXITSTATUS(st) ? WEXITSTATUS(st) : WIFEXITED(st) && !lost ? 0 : -1;
 }
 
-static const char *const fig_names[] = {"acc_time", "acc_bytes", "timeline", "to_target"};
+static const char *const fig_names[] = {"acc_time", "acc_bytes", "timeline", "to_target", "links"};
+enum { N_FIGS = sizeof fig_names / sizeof fig_names[0] };
 
 void plot_remove(const plot_opts *o, const char *out_dir)
 {
     char path[1200];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_FIGS; i++) {
         snprintf(path, sizeof path, "%s/%s.%s", out_dir, fig_names[i], plot_format_ext(o->format));
         unlink(path);
     }
@@ -398,7 +399,7 @@ void plot_remove(const plot_opts *o, const char *out_dir)
 int plot_check(const plot_opts *o, const char *out_dir, unsigned figs, sim_err *err)
 {
     char path[1200];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_FIGS; i++) {
         if (!(figs & (1u << i))) continue;
         snprintf(path, sizeof path, "%s/%s.%s", out_dir, fig_names[i], plot_format_ext(o->format));
         struct stat st;
@@ -414,7 +415,7 @@ void plot_fig_list(char *buf, size_t n, const plot_opts *o, unsigned figs)
 {
     size_t len = 0;
     buf[0] = 0;
-    for (int i = 0; i < 4 && len < n; i++)
+    for (int i = 0; i < N_FIGS && len < n; i++)
         if (figs & (1u << i))
             len += (size_t)snprintf(buf + len, n - len, "%s%s.%s", len ? ", " : "", fig_names[i],
                                     plot_format_ext(o->format));
@@ -653,7 +654,7 @@ int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *
         snprintf(title, sizeof title, "%s: accuracy vs bytes communicated", m.name);
         acc_figure(f, o, out_dir, 1, &m, 1, names, NULL, title);
     }
-    if (plot_timeline(f, o, run_dir, out_dir, m.name)) figs |= PLOT_FIG_TIMELINE;
+    figs |= plot_timeline(f, o, run_dir, out_dir, m.name);
     fflush(f);
     plot_metrics_destroy(&m);
     return (int)figs;

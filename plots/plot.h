@@ -107,6 +107,7 @@ enum {
     PLOT_FIG_ACC_BYTES = 2,
     PLOT_FIG_TIMELINE = 4,
     PLOT_FIG_TO_TARGET = 8,
+    PLOT_FIG_LINKS = 16, /* a run with a network: its shared links' utilization (links.tsv) */
 };
 
 /* Draw one run's plots into out_dir (NULL: the run folder): acc_time, acc_bytes (once

@@ -18,10 +18,11 @@ void plot_bytes_unit(double max, double *div, const char **label);
 void plot_begin(FILE *f, const plot_opts *o, const char *dir, const char *name, const char *title);
 void plot_end(FILE *f);
 
-/* timeline.c: draw RUN_DIR/timeline.tsv's last o->window rounds into OUT_DIR/timeline.EXT;
- * 0 when it has no job to draw (nothing asked of gnuplot). */
-int plot_timeline(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
-                  const char *name);
+/* timeline.c: draw RUN_DIR/timeline.tsv's last o->window rounds into OUT_DIR/timeline.EXT, and
+ * with a network its shared links' utilization over the same time (links.tsv) into
+ * OUT_DIR/links.EXT; returns the PLOT_FIG_* drawn (0: nothing asked of gnuplot). */
+unsigned plot_timeline(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
+                       const char *name);
 
 /* seeds.c: the curves m[0..n) of an overlay (run[i]: curve i's index in dirs) in groups of runs
  * that differ only in their seed (plot_seed_group of their folders; a base's curve groups with

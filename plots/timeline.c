@@ -2,12 +2,16 @@
  * download, train and upload as bars on its client's row, lost and late jobs marked, a dotted line
  * where each round began, and, left of the rows, a strip in the colour of each client's device
  * class (timeline.tsv's device column; folders written before it have none and get no strip).
+ * With a network, links.png beside it over the same time: each shared link's load in percent of
+ * its capacity, a step line from links.tsv's rows (the load holds from a row to the link's next).
  *
  * fedsim reads timeline.tsv once first, for the window's rounds, their start times and the device
  * classes, so gnuplot is asked only for what exists; device names reach gnuplot as string
  * literals (plot_put_var), never as code.
  */
 #include "plots/plot_int.h"
+
+#include "sim/units.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -210,13 +214,118 @@ static void timeline_figure(FILE *f, const plot_opts *o, const char *run_dir, co
     plot_end(f);
 }
 
-int plot_timeline(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
-                  const char *name)
+/* ---------------------------------------------------------------------------------------- */
+/* links.png */
+
+enum { MAX_LINKS = 16 }; /* the links drawn: the first met in links.tsv */
+
+typedef struct link_line {
+    char name[64];
+    double cap, before, last; /* capacity; utilization (%) before the window, at its last row */
+    int points;
+    FILE *pts; /* its points in the window, "t\tpercent" lines (a memstream into text) */
+    char *text;
+    size_t len;
+} link_line;
+
+/* Draw RUN_DIR/links.tsv over [t0, t1] s into OUT_DIR/links.EXT; 0 when it has no link. */
+static int links_figure(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
+                        const char *name, double t0, double t1)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/links.tsv", run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    link_line *ln = calloc(MAX_LINKS, sizeof *ln);
+    int nl = 0, header = 0;
+    char line[512], *fld[5];
+    while (ln && fgets(line, sizeof line, fp)) {
+        if (line[0] == '#') continue;
+        int k = plot_split_tabs(line, fld, 4);
+        if (!header) {
+            header = 1;
+            continue;
+        }
+        double t = atof(fld[0]), cap = k == 4 ? atof(fld[3]) : 0;
+        if (k != 4 || !(cap > 0)) continue;
+        int i = 0;
+        while (i < nl && strcmp(ln[i].name, fld[1]))
+            i++;
+        if (i == nl) {
+            if (nl == MAX_LINKS) continue;
+            snprintf(ln[nl].name, sizeof ln[nl].name, "%s", fld[1]);
+            ln[nl].cap = cap;
+            ln[nl].pts = open_memstream(&ln[nl].text, &ln[nl].len);
+            if (!ln[nl].pts) break;
+            nl++;
+        }
+        link_line *l = &ln[i];
+        double u = 100 * atof(fld[2]) / cap;
+        if (t < t0) {
+            l->before = u;
+            continue;
+        }
+        if (t > t1) continue;
+        if (!l->points++ && t > t0) fprintf(l->pts, "%.17g\t%.17g\n", t0, l->before);
+        fprintf(l->pts, "%.17g\t%.17g\n", t, u);
+        l->last = u;
+    }
+    fclose(fp);
+    int drawn = nl > 0;
+    double div;
+    const char *unit;
+    plot_time_unit(t1, &div, &unit);
+    if (drawn) { /* a panel per link, one above the other, on the timeline's time axis */
+        char title[512];
+        snprintf(title, sizeof title, "%s: shared links, load in %% of capacity", name);
+        plot_begin(f, o, out_dir, "links", title);
+        fprintf(f, "unset title\nset multiplot layout %d,1 title fedsim_title\n", nl);
+        fprintf(f, "set xrange [%.17g:%.17g]\nset yrange [0:110]\nset ytics 0,50,100\n", t0 / div,
+                t1 / div);
+        fputs("set key top left opaque box\nset ylabel '% of capacity'\nset format x ''\n"
+              "set lmargin 10\nset rmargin 3\n",
+              f);
+    }
+    static const char *const color[] = {"#4e79a7", "#59a14f", "#e15759", "#f28e2b",
+                                        "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+    for (int i = 0; i < nl; i++) {
+        link_line *l = &ln[i];
+        if (!l->points) fprintf(l->pts, "%.17g\t%.17g\n", t0, l->before);
+        fprintf(l->pts, "%.17g\t%.17g\n", t1, l->points ? l->last : l->before);
+        fclose(l->pts);
+        fprintf(f, "$fedsim_l%d << EOD\n%sEOD\n", i, l->text);
+        free(l->text);
+        char v[32], t[128], rate[32];
+        sim_format_rate(rate, sizeof rate, l->cap);
+        snprintf(v, sizeof v, "fedsim_n%d", i);
+        snprintf(t, sizeof t, "%s (%s)", l->name, rate); /* from the file: a string literal */
+        plot_put_var(f, v, t);
+        if (i == nl - 1) /* the last panel has the time axis */
+            fprintf(f, "set format x '%%g'\nset xlabel 'simulated time (%s)'\n", unit);
+        const char *c = color[i % (int)(sizeof color / sizeof *color)];
+        fprintf(f,
+                "plot $fedsim_l%d using ($1/%.17g):2 with fillsteps fs solid 0.3 noborder "
+                "lc rgb '%s' notitle, \\\n  $fedsim_l%d using ($1/%.17g):2 with steps lw 1.5 "
+                "lc rgb '%s' title fedsim_n%d\n",
+                i, div, c, i, div, c, i);
+    }
+    if (drawn) fputs("unset multiplot\n", f);
+    if (drawn) plot_end(f);
+    free(ln);
+    return drawn;
+}
+
+unsigned plot_timeline(FILE *f, const plot_opts *o, const char *run_dir, const char *out_dir,
+                       const char *name)
 {
     timeline_scan s;
     if (scan_timeline(run_dir, o->window > 0 ? o->window : 5, &s)) return 0;
-    int drawn = s.rows > 0;
-    if (drawn) timeline_figure(f, o, run_dir, out_dir, name, &s);
+    unsigned drawn = 0;
+    if (s.rows > 0) {
+        timeline_figure(f, o, run_dir, out_dir, name, &s);
+        drawn = PLOT_FIG_TIMELINE;
+        if (links_figure(f, o, run_dir, out_dir, name, s.t_min, s.t_max)) drawn |= PLOT_FIG_LINKS;
+    }
     free(s.start);
     return drawn;
 }

@@ -174,6 +174,13 @@ struct sim_engine {
     sim_net *net;           /* the shared links (spec.net), or NULL: transfers priced alone */
     sim_netjob *nj;         /* [n] with net */
     sim_time net_next;      /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
+    /* with net: links.tsv (f NULL without a run folder), each link's load as its last row gave
+     * it, whether a flow started or stopped since the last rows, and, restored from a
+     * checkpoint, the file's length then (-1: none, it is written anew) */
+    sim_out links_out;
+    double *link_used;
+    int links_touched;
+    int64_t links_len;
 };
 
 /* engine.c: the loop's services to the protocols */
@@ -262,6 +269,9 @@ void sim_eng_net_download_done(sim_engine *e, int32_t c);
 void sim_eng_net_train_done(sim_engine *e, int32_t c);
 /* The job ended now (arrived, or lost: its flow is freed). */
 void sim_eng_net_job_end(sim_engine *e, int32_t c);
+/* links.tsv, created (resume 0, its header written) or, resuming, cut back to the length the
+ * checkpoint counted; when the run has a run folder. */
+int sim_eng_net_links_open(sim_engine *e, int resume, sim_err *err);
 /* The network's part of a checkpoint: its flows and the clients' sim_netjob. unpack returns
  * NULL, or what it refused. */
 void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk);

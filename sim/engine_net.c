@@ -22,18 +22,24 @@
  * solving them, so a resumed run solves when the straight run does.
  *
  * Links: 0 and 1 the server's up and down, 2 + 2g and 3 + 2g group g's. An unlimited link is on
- * no path. A client's own link caps its flows (sim/net.h). busy_until (what sync's retry of an
- * empty round waits for) is, while a job is out, its end as far as it is known: the current
- * phase's end plus the later phases priced alone, never before now.
+ * no path. links.tsv has a row for a link each time its load (the sum of its flows' rates)
+ * changes, at the settle that changes it: time, link (server.up, server.down, GROUP.up,
+ * GROUP.down), bit/s carried, capacity; the load holds until the link's next row, so the area
+ * under a link's steps is the bits it carried. A client's own link caps its flows (sim/net.h).
+ * busy_until (what sync's retry of an empty round waits for) is, while a job is out, its end as far
+ * as it is known: the current phase's end plus the later phases priced alone, never before now.
  */
 #include "sim/engine_int.h"
 
 #include "sim/record.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static sim_time sat_add(sim_time a, sim_time b)
 {
@@ -56,12 +62,82 @@ void sim_eng_net_new(sim_engine *e)
     e->net = sim_net_new(n_links, bps, e->n);
     free(bps);
     e->nj = sim_xcalloc((size_t)e->n, sizeof *e->nj);
+    e->link_used = sim_xcalloc((size_t)n_links, sizeof *e->link_used);
+    e->links_len = -1;
 }
 
 void sim_eng_net_free(sim_engine *e)
 {
     sim_net_free(e->net);
     free(e->nj);
+    free(e->link_used);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* links.tsv */
+
+static void link_name(const sim_engine *e, int l, char *buf, size_t n)
+{
+    const char *dir = l % 2 ? "down" : "up";
+    if (l < 2)
+        snprintf(buf, n, "server.%s", dir);
+    else
+        snprintf(buf, n, "%s.%s", e->spec.net->groups[(l - 2) / 2].name, dir);
+}
+
+static double link_bps(const sim_engine *e, int l)
+{
+    const sim_net_config *nc = e->spec.net;
+    if (l < 2) return l ? nc->server_down : nc->server_up;
+    return l % 2 ? nc->groups[(l - 2) / 2].down : nc->groups[(l - 2) / 2].up;
+}
+
+int sim_eng_net_links_open(sim_engine *e, int resume, sim_err *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/links.tsv", e->spec.out_dir);
+    if (resume && e->links_len >= 0) { /* as sim_eng_outputs_reopen does the others */
+        struct stat st;
+        if (stat(path, &st))
+            return sim_fail(err, SIM_EIO, path, 0, 0, "cannot resume: %s", strerror(errno));
+        if (st.st_size < e->links_len)
+            return sim_fail(err, SIM_EINVAL, path, 0, 0,
+                            "cannot resume: %lld bytes, shorter than the %lld the checkpoint "
+                            "counted",
+                            (long long)st.st_size, (long long)e->links_len);
+        int rc = sim_out_open(&e->links_out, path, "r+b", err);
+        if (rc) return rc;
+        if (ftruncate(fileno(e->links_out.f), (off_t)e->links_len) ||
+            fseeko(e->links_out.f, 0, SEEK_END))
+            return sim_fail(err, SIM_EIO, path, 0, 0, "cannot resume: %s", strerror(errno));
+        return SIM_OK;
+    }
+    int rc = sim_out_open(&e->links_out, path, "wb", err);
+    if (rc) return rc;
+    sim_out_printf(&e->links_out,
+                   "# fedsim run %s: a row each time a shared link's load changes (the sum of "
+                   "its flows' rates, held until its next row)\n"
+                   "time_s\tlink\tused_bps\tcapacity_bps\n",
+                   e->spec.name);
+    return SIM_OK;
+}
+
+/* The rows of the links whose load changed since their last one. */
+static void link_rows(sim_engine *e)
+{
+    int n = sim_net_links(e->net);
+    double *load = sim_xmalloc(sizeof(double) * (size_t)n);
+    sim_net_link_loads(e->net, load);
+    for (int l = 0; l < n; l++) {
+        if (load[l] == e->link_used[l]) continue;
+        char name[80];
+        link_name(e, l, name, sizeof name);
+        sim_out_printf(&e->links_out, "%lld.%09lld\t%s\t%.17g\t%.17g\n",
+                       (long long)(e->now / SIM_SEC), (long long)(e->now % SIM_SEC), name, load[l],
+                       link_bps(e, l));
+        e->link_used[l] = load[l];
+    }
+    free(load);
 }
 
 /* Client c's job as far as it is known: when it ends, at the earliest, and no later than its
@@ -107,6 +183,7 @@ static void start_flow(sim_engine *e, int32_t c, int dir, double bytes)
     j->own_ns = dev_transfer_ns(0, bytes, bps);
     j->flow_start = e->now;
     sim_net_start(e->net, c, e->now, 8.0 * bytes, bps, path, np);
+    e->links_touched = 1;
 }
 
 void sim_eng_net_start(sim_engine *e, int32_t c, double down_bytes, uint64_t seq)
@@ -150,6 +227,8 @@ void sim_eng_net_settle(sim_engine *e)
     int n = sim_net_settle(e->net, e->now, &ch);
     for (int i = 0; i < n; i++)
         project(e, ch[i]);
+    if (e->links_touched && e->links_out.f) link_rows(e);
+    e->links_touched = 0;
     sim_time t = sim_net_next(e->net);
     /* queued, unless it is already (a duplicate would only cost a pop) */
     if (t >= 0 && t != e->net_next) {
@@ -164,6 +243,7 @@ static void flow_end(sim_engine *e, int32_t c)
     sim_client *cl = &e->c[c];
     sim_netjob *j = &e->nj[c];
     sim_net_stop(e->net, c, e->now);
+    e->links_touched = 1;
     sim_time waited = e->now - j->flow_start - j->own_ns;
     if (waited > 0) j->wait_ns += waited; /* a flow alone can end a rounding's ns early */
     sim_time t = sat_add(e->now, e->spec.devices[c].latency_ns);
@@ -210,7 +290,10 @@ void sim_eng_net_train_done(sim_engine *e, int32_t c)
 void sim_eng_net_job_end(sim_engine *e, int32_t c)
 {
     sim_client *cl = &e->c[c];
-    if (sim_net_flow_of(e->net, c)) sim_net_stop(e->net, c, e->now);
+    if (sim_net_flow_of(e->net, c)) {
+        sim_net_stop(e->net, c, e->now);
+        e->links_touched = 1;
+    }
     e->nj[c].phase = SIM_NJ_IDLE;
     cl->busy_ns += e->now - cl->job_start;
     cl->busy_until = e->now;
@@ -218,7 +301,9 @@ void sim_eng_net_job_end(sim_engine *e, int32_t c)
 
 /* ---------------------------------------------------------------------------------------- */
 /* checkpoints: [flows in id order, the clients' netjobs, the links changed and not yet solved,
- * net_next] */
+ * net_next, [links.tsv's length, each link's load as its last row gave it, each link's load as
+ * the net keeps it]] (a checkpoint of before links.tsv has 4: the file is then written anew from
+ * the resume on) */
 
 /* clang-format off */
 #define INT(st, m, lo, hi) {#m, SIM_F_INT, offsetof(st, m), sizeof(((st *)0)->m), 0, {0, lo}, {0, hi}}
@@ -261,7 +346,9 @@ void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk)
     sim_net_flows(e->net, fl);
     int *dirty = sim_xmalloc(sizeof(int) * (size_t)sim_net_links(e->net));
     int nd = sim_net_dirty_links(e->net, dirty);
-    msgpack_pack_array(pk, 4);
+    int64_t len = 0;
+    if (e->links_out.f && !sim_out_flush(&e->links_out, 1, NULL)) len = ftello(e->links_out.f);
+    msgpack_pack_array(pk, 5);
     sim_record_pack_list(pk, flow_fields, COUNT(flow_fields), fl, sizeof *fl, (size_t)n);
     sim_record_pack_list(pk, netjob_fields, COUNT(netjob_fields), e->nj, sizeof *e->nj,
                          (size_t)e->n);
@@ -269,18 +356,45 @@ void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk)
     for (int i = 0; i < nd; i++)
         msgpack_pack_int(pk, dirty[i]);
     msgpack_pack_int64(pk, e->net_next);
+    int nl = sim_net_links(e->net);
+    double *load = sim_xmalloc(sizeof(double) * (size_t)nl);
+    sim_net_link_loads(e->net, load);
+    msgpack_pack_array(pk, 2 * (size_t)nl + 1);
+    msgpack_pack_int64(pk, len);
+    for (int l = 0; l < nl; l++)
+        msgpack_pack_double(pk, e->link_used[l]);
+    for (int l = 0; l < nl; l++)
+        msgpack_pack_double(pk, load[l]);
+    free(load);
     free(fl);
     free(dirty);
 }
 
 const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n)
 {
-    if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4 ||
+    if (!o || o->type != MSGPACK_OBJECT_ARRAY ||
+        (o->via.array.size != 4 && o->via.array.size != 5) ||
         o->via.array.ptr[0].type != MSGPACK_OBJECT_ARRAY ||
         o->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY ||
         o->via.array.ptr[1].via.array.size != (uint32_t)e->n ||
         o->via.array.ptr[2].type != MSGPACK_OBJECT_ARRAY)
-        return "not [flows, a job per client, links changed, next flow end]";
+        return "not [flows, a job per client, links changed, next flow end, links.tsv]";
+    int n_links = 2 + 2 * e->spec.net->n_groups;
+    const msgpack_object *lo = o->via.array.size == 5 ? &o->via.array.ptr[4] : NULL;
+    if (lo) {
+        if (lo->type != MSGPACK_OBJECT_ARRAY || lo->via.array.size != 2 * (uint32_t)n_links + 1 ||
+            lo->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+            lo->via.array.ptr[0].via.u64 > INT64_MAX)
+            return "links.tsv";
+        for (int l = 1; l <= 2 * n_links; l++)
+            if (lo->via.array.ptr[l].type != MSGPACK_OBJECT_FLOAT64 &&
+                lo->via.array.ptr[l].type != MSGPACK_OBJECT_FLOAT32)
+                return "links.tsv";
+        e->links_len = (int64_t)lo->via.array.ptr[0].via.u64;
+        for (int l = 0; l < n_links; l++)
+            e->link_used[l] = lo->via.array.ptr[1 + l].via.f64;
+    }
+    e->links_touched = 1; /* a change may wait for its settle: rows differ only if so */
     const msgpack_object *nx = &o->via.array.ptr[3];
     if (nx->type == MSGPACK_OBJECT_POSITIVE_INTEGER && nx->via.u64 <= INT64_MAX)
         e->net_next = (sim_time)nx->via.u64;
@@ -299,7 +413,6 @@ const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why
         }
     }
     const msgpack_object *fo = &o->via.array.ptr[0];
-    int n_links = 2 + 2 * e->spec.net->n_groups;
     for (uint32_t i = 0; i < fo->via.array.size; i++) {
         sim_net_flow f;
         const char *bad =
@@ -326,6 +439,13 @@ const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why
             return why;
         }
         sim_net_mark(e->net, (int)l->via.u64);
+    }
+    if (lo) { /* the loads as kept, once the flows are back (which summed them afresh) */
+        double *load = sim_xmalloc(sizeof(double) * (size_t)n_links);
+        for (int l = 0; l < n_links; l++)
+            load[l] = lo->via.array.ptr[1 + n_links + l].via.f64;
+        sim_net_restore_loads(e->net, load);
+        free(load);
     }
     return NULL;
 }

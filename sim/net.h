@@ -12,8 +12,10 @@
  *
  * Incremental: a start or a stop marks the links of its path; sim_net_settle re-solves only the
  * connected components of links (links joined by a flow crossing both) that hold a marked link,
- * and only the flows whose rate changed get a new finish. A flow keeps its rate until then, so a
- * caller starting many flows at one instant settles once, after the last.
+ * and only the flows whose rate changed get a new finish; a component whose links all have room
+ * for their flows' caps, its flows all at their caps, needs no solve at all (net.c). A flow keeps
+ * its rate until then, so a caller starting many flows at one instant settles once, after the
+ * last.
  *
  * Exactness and determinism: a flow holds its bits left at t0 and its rate since t0 (both
  * double); its bits left at t are rem - rate * (t - t0) / 1e9, taken as the new rem (t0 = t) only
@@ -72,11 +74,12 @@ int sim_net_solve_all(sim_net *net, sim_time now, const int32_t **changed);
 const sim_net_flow *sim_net_flow_of(const sim_net *net, int32_t id);
 /* When id's flow ends at its current rate, or -1 when it has none. */
 sim_time sim_net_finish(const sim_net *net, int32_t id);
-/* The earliest finish of a flow, or -1 when none is settled. */
-sim_time sim_net_next(const sim_net *net);
+/* The earliest finish of a flow, or -1 when none is settled (not const: it drops the stale
+ * entries of its heap of finishes on the way). */
+sim_time sim_net_next(sim_net *net);
 /* The ids whose flows finish at now, in increasing id, into out (room for sim_net_count); how
- * many. */
-int sim_net_due(const sim_net *net, sim_time now, int32_t *out);
+ * many. (Not const, as sim_net_next.) */
+int sim_net_due(sim_net *net, sim_time now, int32_t *out);
 /* The flows now, in increasing id, into out (room for sim_net_count); returns how many. */
 int sim_net_flows(const sim_net *net, sim_net_flow *out);
 int sim_net_count(const sim_net *net);
@@ -90,5 +93,11 @@ void sim_net_mark(sim_net *net, int l);
 int sim_net_links(const sim_net *net);
 /* The sum of the current rates on link l (bit/s). */
 double sim_net_link_load(const sim_net *net, int l);
+/* Every link's load into out[sim_net_links], as kept while rates change (a flow's change of
+ * rate added, its end subtracted, 0 when the link has no flow): the same changes give the same
+ * figures bit for bit, and so does a net restored with sim_net_restore_loads of what this gave
+ * when it was saved (a restore of flows alone sums them in id order, which may round otherwise). */
+void sim_net_link_loads(const sim_net *net, double *out);
+void sim_net_restore_loads(sim_net *net, const double *load);
 
 #endif /* SIM_NET_H */

@@ -1,5 +1,6 @@
 /* sim/outputs.c -- the run's outputs (engine.h): metrics.tsv, clients.tsv, events.msgpack and
- * timeline.tsv in the run folder, the text trace, the progress line and the algorithm's report.
+ * timeline.tsv in the run folder (and, with a network, links.tsv, which engine_net.c writes), the
+ * text trace, the progress line and the algorithm's report.
  *
  * metrics.tsv's columns are one table (metrics_cols, then the algorithm's own: fl_algo.columns),
  * which writes both the header and every row, so the two cannot disagree; columns that exist only
@@ -162,6 +163,7 @@ int sim_eng_outputs_failed(sim_engine *e, sim_err *err)
 {
     for (int i = 0; i < OUT_COUNT; i++)
         if (e->out[i].errnum) return sim_out_flush(&e->out[i], 0, err);
+    if (e->links_out.errnum) return sim_out_flush(&e->links_out, 0, err);
     if (e->trace_errnum)
         return sim_fail(err, SIM_EIO, e->spec.trace_path ? e->spec.trace_path : "trace", 0, 0,
                         "cannot write: %s", strerror(e->trace_errnum));
@@ -212,6 +214,7 @@ void sim_eng_tick(sim_engine *e, int final)
 {
     if (!e->spec.on_tick) return;
     if (e->out[OUT_TIMELINE].f) sim_out_flush(&e->out[OUT_TIMELINE], 0, NULL);
+    if (e->links_out.f) sim_out_flush(&e->links_out, 0, NULL);
     e->spec.on_tick(e->spec.tick_arg, e->round, final);
 }
 
@@ -253,6 +256,7 @@ int sim_eng_outputs_create(sim_engine *e, sim_err *err)
         snprintf(path, sizeof path, "%s/%s", e->spec.out_dir, out_names[i]);
         rc = sim_out_open(&e->out[i], path, "wb", err);
     }
+    if (!rc && e->net) rc = sim_eng_net_links_open(e, 0, err);
     return rc;
 }
 
@@ -278,7 +282,7 @@ int sim_eng_outputs_reopen(sim_engine *e, const uint64_t out_len[OUT_COUNT], sim
         if (ftruncate(fileno(e->out[i].f), (off_t)out_len[i]) || fseeko(e->out[i].f, 0, SEEK_END))
             return sim_fail(err, SIM_EIO, path[i], 0, 0, "cannot resume: %s", strerror(errno));
     }
-    return SIM_OK;
+    return e->net ? sim_eng_net_links_open(e, 1, err) : SIM_OK;
 }
 
 int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
@@ -348,6 +352,7 @@ int sim_eng_outputs_finish(sim_engine *e, sim_err *err)
     int rc = sim_eng_outputs_failed(e, err);
     for (int i = 0; i < OUT_COUNT && !rc; i++)
         rc = sim_out_close(&e->out[i], 1, err);
+    if (!rc) rc = sim_out_close(&e->links_out, 1, err);
     return rc;
 }
 
@@ -371,5 +376,6 @@ void sim_eng_outputs_free(sim_engine *e)
 {
     for (int i = 0; i < OUT_COUNT; i++) /* closed unchecked only on error or stop paths */
         sim_out_discard(&e->out[i]);
+    sim_out_discard(&e->links_out);
     free(e->mcol);
 }

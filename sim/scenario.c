@@ -143,6 +143,11 @@ static void resolve_path(char *out, size_t n, sim_yaml *node, const char *p)
     }
 }
 
+void sim_scenario_resolve_path(char *out, size_t n, sim_yaml *node, const char *p)
+{
+    resolve_path(out, n, node, p);
+}
+
 /* The same for trace files named inside scenario device profiles (availability, speed), which
  * devices/ resolves against the YAML file's folder when it reads them. */
 static void absolutize_traces(const sim_yaml *profiles)

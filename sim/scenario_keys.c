@@ -345,6 +345,11 @@ const sim_key sim_keys_network[] = {
          .doc = "shared access links (a cell, an access point), each `{name, up, down, devices, "
                 "share}`: the clients behind one cross its link as well as their own and the "
                 "server's (`network.groups.N` below)"},
+        {"assign", SIM_KEY_STRING, .custom = 1,
+         .doc = "which clients sit behind which group, from a file (path relative to the "
+                "scenario's folder): a TSV with the header `client<TAB>group` and a line per "
+                "client behind a group (ids from 0, names of `groups`); the clients it does not "
+                "list are behind none, and the groups then take no `devices` or `share`"},
         {0},
 };
 

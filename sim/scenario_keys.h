@@ -69,6 +69,10 @@ typedef struct sim_link_keys {
 
 extern const sim_key sim_keys_network[], sim_keys_network_server[], sim_keys_network_group[];
 
+/* Path p, named by node, relative to the folder of node's file, made absolute when it exists,
+ * and written back into node (scenario.c's rule for every file a scenario names). */
+void sim_scenario_resolve_path(char *out, size_t n, sim_yaml *node, const char *p);
+
 /* Read `network:` (absent: sc->spec.net stays NULL, nothing written into the tree) once the
  * devices are (scenario_net.c). */
 struct sim_scenario;

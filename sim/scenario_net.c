@@ -9,7 +9,10 @@
  *
  * A group takes share of the clients whose device profile it lists (any client without a list)
  * that no earlier group took, drawn in a seeded order (stream SIM_RNG_NET, the group's index),
- * the count rounded to the nearest. Without `network:` nothing is read or written into the
+ * the count rounded to the nearest. Or `assign: FILE` names every group's clients: a TSV (its
+ * path relative to the scenario's folder) with the header `client<TAB>group` and a line per
+ * client behind a group (client ids from 0; clients it does not list are behind none), the
+ * groups then without devices or share. Without `network:` nothing is read or written into the
  * resolved scenario, so a run without it is the run it was before the section existed. A
  * network whose links are all unlimited is no network (spec.net stays NULL).
  */
@@ -17,17 +20,34 @@
 #include "sim/scenario.h"
 #include "sim/scenario_keys.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { MAX_GROUPS = 1024 };
 
-static int load_group(sim_scenario *sc, sim_keys_map *gs, int g, uint32_t *pool, sim_err *err)
+/* assigned: `network.assign` gives the groups' clients (its node), so no draw. */
+static int load_group(sim_scenario *sc, sim_keys_map *gs, int g, uint32_t *pool,
+                      const sim_yaml *assigned, sim_err *err)
 {
+    for (int i = 0; assigned && i < 2; i++) {
+        static const char *const drawn[] = {"devices", "share"};
+        if (sim_yaml_get(gs->map, drawn[i]))
+            return sim_yaml_fail_key(gs->map, drawn[i], err,
+                                     "%s: the groups' clients come from network.assign (%s:%d)",
+                                     drawn[i], assigned->file, assigned->line);
+    }
     sim_net_config *net = &sc->net;
     sim_link_keys k = {.up = INFINITY, .down = INFINITY};
-    int rc = sim_keys_load(sim_keys_network_group, &k, gs, NULL, err);
+    /* with the file, share (which has a default) is not read, so not written either */
+    int rc = SIM_OK;
+    if (!assigned) rc = sim_keys_load(sim_keys_network_group, &k, gs, NULL, err);
+    for (int i = 0; assigned && i < 3 && !rc; i++) {
+        static const char *const read[] = {"name", "up", "down"};
+        rc = sim_keys_read(sim_keys_find(sim_keys_network_group, read[i]), &k, gs, NULL, err);
+    }
     if (rc) return rc;
     if (!k.name[0]) return sim_yaml_fail(gs->map, err, "network.groups: each group needs a name");
     for (int i = 0; i < g; i++)
@@ -37,6 +57,7 @@ static int load_group(sim_scenario *sc, sim_keys_map *gs, int g, uint32_t *pool,
     snprintf(gr->name, sizeof gr->name, "%s", k.name);
     gr->up = k.up;
     gr->down = k.down;
+    if (assigned) return SIM_OK;
     /* the clients it may take: the listed devices' (all without a list), not in a group yet */
     int n = sc->part.n_clients, m = 0;
     const sim_yaml *dl = sim_yaml_get(gs->map, "devices");
@@ -69,6 +90,91 @@ static int load_group(sim_scenario *sc, sim_keys_map *gs, int g, uint32_t *pool,
     return SIM_OK;
 }
 
+/* An error at line (column col) of the assignment file path, which node named. */
+static int assign_fail(sim_err *err, const char *path, int line, int col, const sim_yaml *node,
+                       const char *what, const char *detail)
+{
+    return sim_fail(err, SIM_EINVAL, path, line, col, "network.assign: %s%s (named at %s:%d:%d)",
+                    what, detail, node->file, node->line, node->col);
+}
+
+/* The clients behind each group, from the TSV node names (groups known). */
+static int load_assign(sim_scenario *sc, sim_yaml *node, sim_err *err)
+{
+    sim_net_config *net = &sc->net;
+    const char *raw;
+    int rc = sim_yaml_str(node, "assign", &raw, err);
+    if (rc) return rc;
+    char path[512], detail[160];
+    sim_scenario_resolve_path(path, sizeof path, node, raw);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sim_yaml_fail(node, err, "network.assign: '%s': cannot open: %s", path,
+                             strerror(errno));
+    int *first = sim_xcalloc((size_t)sc->part.n_clients, sizeof(int)); /* line naming a client */
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0, header = 0;
+    while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (len == 0 || line[0] == '#') continue;
+        if (!header) {
+            header = 1;
+            if (strcmp(line, "client\tgroup"))
+                rc = assign_fail(err, path, lineno, 1, node,
+                                 "expected the header 'client<TAB>group'", "");
+            continue;
+        }
+        char *tab = strchr(line, '\t');
+        if (!tab || strchr(tab + 1, '\t')) {
+            rc = assign_fail(err, path, lineno, 1, node,
+                             "expected two tab-separated fields: client, group", "");
+            break;
+        }
+        *tab = 0;
+        long c = -1;
+        if (line[0] && strspn(line, "0123456789") == strlen(line) && strlen(line) < 10)
+            c = strtol(line, NULL, 10);
+        if (c < 0 || c >= sc->part.n_clients) {
+            snprintf(detail, sizeof detail, " (the scenario's clients are 0 to %d)",
+                     sc->part.n_clients - 1);
+            char what[96];
+            snprintf(what, sizeof what, "client '%.40s' is not a client id", line);
+            rc = assign_fail(err, path, lineno, 1, node, what, detail);
+            break;
+        }
+        int g = 0;
+        while (g < net->n_groups && strcmp(net->groups[g].name, tab + 1))
+            g++;
+        if (g == net->n_groups) {
+            char what[96];
+            snprintf(what, sizeof what, "no group named '%.40s' in network.groups", tab + 1);
+            rc = assign_fail(err, path, lineno, (int)(tab - line) + 2, node, what, "");
+            break;
+        }
+        if (first[c]) {
+            char what[96];
+            snprintf(what, sizeof what, "client %ld a second time (line %d)", c, first[c]);
+            rc = assign_fail(err, path, lineno, 1, node, what, "");
+            break;
+        }
+        first[c] = lineno;
+        net->group_of[c] = g;
+    }
+    if (!rc && ferror(f))
+        rc = sim_yaml_fail(node, err, "network.assign: '%s': cannot read: %s", path,
+                           strerror(errno));
+    if (!rc && !header)
+        rc = assign_fail(err, path, lineno, 0, node, "no header 'client<TAB>group'", "");
+    free(line);
+    free(first);
+    fclose(f);
+    return rc;
+}
+
 int sim_scenario_load_network(sim_scenario *sc, sim_keys_map *root, sim_err *err)
 {
     if (!sim_yaml_get(root->map, "network")) return SIM_OK;
@@ -93,6 +199,7 @@ int sim_scenario_load_network(sim_scenario *sc, sim_keys_map *root, sim_err *err
     for (int c = 0; c < n; c++)
         net->group_of[c] = -1;
     uint32_t *pool = sim_xmalloc(sizeof(uint32_t) * (size_t)n);
+    sim_yaml *assign = sim_yaml_get(s.map, "assign");
     for (int g = 0; g < ng && !rc; g++) {
         char gp[96];
         snprintf(gp, sizeof gp, "%s.groups.%d", pre, g);
@@ -101,11 +208,12 @@ int sim_scenario_load_network(sim_scenario *sc, sim_keys_map *root, sim_err *err
             rc = sim_yaml_fail(gl->items[g], err,
                                "groups: each group is a map {name, up, down, devices, share}");
         else
-            rc = load_group(sc, &gs, g, pool, err);
+            rc = load_group(sc, &gs, g, pool, assign, err);
     }
     free(pool);
     if (rc) return rc;
     net->n_groups = ng;
+    if (assign && (rc = load_assign(sc, assign, err))) return rc;
     int finite = isfinite(net->server_up) || isfinite(net->server_down);
     for (int g = 0; g < ng; g++)
         finite |= isfinite(net->groups[g].up) || isfinite(net->groups[g].down);

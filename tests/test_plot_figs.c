@@ -334,6 +334,71 @@ static void test_seed_bands(void)
 
 /* Curves of different kinds say which each is: a local-training run (personalized only) beside
  * a FedAvg run (judged by its global model). */
+/* links.png: a panel per link of links.tsv, each a data block holding every row of its link,
+ * in order, as percent of its capacity (then the load held to the window's end). */
+static void test_links(void)
+{
+    char cmd[4096], p[256];
+    snprintf(cmd, sizeof cmd,
+             "%s run scenarios/tiny.yaml -q --plots none --out %s/lk --set rounds=3 "
+             "--set 'network={server: {up: 2 Mbps, down: 8 Mbps}, groups: [{name: cell, up: 1 "
+             "Mbps, devices: [fast]}]}' >/dev/null 2>&1 && %s %s plot %s/lk --out %s/lkp "
+             ">/dev/null",
+             bin, dir, path_env, bin, dir, dir);
+    CHECK(sh(cmd) == 0);
+    char *fig = figure("links.png"), *text;
+    static char *rows[MAX_ROWS][MAX_FIELDS];
+    static int nf[MAX_ROWS];
+    snprintf(p, sizeof p, "%s/lk/links.tsv", dir);
+    int n = read_tsv(p, &text, rows, nf);
+    CHECK_MSG(fig && n > 0, "links.png drawn from %d rows", n);
+    static const char *const link[] = {"server.down", "cell.up", "server.up"};
+    char want[64];
+    snprintf(want, sizeof want, "set multiplot layout 3,1");
+    CHECK_MSG(fig && strstr(fig, want), "one panel per link (3)");
+    for (int k = 0; fig && k < 3; k++) {
+        /* the links in the order of their first rows */
+        int first = -1, found = 0;
+        for (int i = 0; i < n && first < 0; i++)
+            if (!strcmp(rows[i][1], link[k])) first = i;
+        int order = 0;
+        for (int j = 0; j < 3; j++) {
+            int fj = -1;
+            for (int i = 0; i < n && fj < 0; i++)
+                if (!strcmp(rows[i][1], link[j])) fj = i;
+            order += fj >= 0 && fj < first;
+        }
+        char head[64], title[64];
+        snprintf(head, sizeof head, "$fedsim_l%d << EOD\n", order);
+        snprintf(title, sizeof title, "fedsim_n%d = '%s (", order, link[k]);
+        char *b = strstr(fig, head), *end = b ? strstr(b, "EOD\nfedsim_n") : NULL;
+        CHECK_MSG(first >= 0 && b && end && strstr(fig, title), "%s: a panel titled by its name",
+                  link[k]);
+        if (!b || !end) continue;
+        /* every row of the link, in order, among the block's points */
+        char *q = b + strlen(head);
+        int matched = 0, rows_of = 0;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(rows[i][1], link[k])) continue;
+            rows_of++;
+            double t = atof(rows[i][0]), u = 100 * atof(rows[i][2]) / atof(rows[i][3]);
+            while (q < end) {
+                double pt, pu;
+                int ok = sscanf(q, "%lf\t%lf", &pt, &pu) == 2;
+                q = strchr(q, '\n') + 1;
+                if (ok && fabs(pt - t) <= 1e-9 && fabs(pu - u) <= 1e-9 * (u > 1 ? u : 1)) {
+                    matched++;
+                    break;
+                }
+            }
+        }
+        found = matched == rows_of && rows_of > 0;
+        CHECK_MSG(found, "%s: %d of its %d rows in its block", link[k], matched, rows_of);
+    }
+    free(fig);
+    free(text);
+}
+
 static void test_mixed_kinds(void)
 {
     char cmd[4096];
@@ -365,6 +430,7 @@ int main(void)
     test_timeline();
     test_seed_bands();
     test_mixed_kinds();
+    test_links();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (!check_failed && system(cmd)) printf("could not remove %s\n", dir);

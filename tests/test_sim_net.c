@@ -117,6 +117,46 @@ static void test_group(void)
     sim_net_free(net);
 }
 
+static void test_slack(void)
+{
+    /* link 10 Mbit/s, flows capped at 3 Mbit/s by their own links. Three fit (9 < 10), each at
+     * its cap, and a fourth's start moves none of them; their 3 Mbit take 1 s. At 0.5 s a
+     * fourth comes: 12 > 10, 2.5 Mbit/s each: the three have 1.5 Mbit left, 0.6 s more, the
+     * fourth's 3 Mbit 1.2 s. At 1.1 s they end; the fourth (1.5 Mbit sent) is alone at its cap
+     * again: 0.5 s more, to 1.6 s. */
+    double bps = 10e6;
+    int path = 0;
+    sim_net *net = sim_net_new(1, &bps, 4);
+    for (int32_t i = 0; i < 3; i++)
+        sim_net_start(net, i, 0, 3e6, 3e6, &path, 1);
+    CHECK_EQ_I64(settle(net, 0), 3);
+    for (int32_t i = 0; i < 3; i++)
+        CHECK(rate_of(net, i) == 3e6 && sim_net_finish(net, i) == SIM_SEC);
+    CHECK(sim_net_next(net) == SIM_SEC);
+    sim_net_start(net, 3, 500 * SIM_MS, 3e6, 3e6, &path, 1);
+    CHECK_EQ_I64(settle(net, 500 * SIM_MS), 4);
+    for (int32_t i = 0; i < 4; i++)
+        CHECK(rate_of(net, i) == 2.5e6);
+    CHECK_EQ_I64(sim_net_finish(net, 0), 1100 * SIM_MS);
+    CHECK_EQ_I64(sim_net_finish(net, 3), 1700 * SIM_MS);
+    CHECK(sim_net_next(net) == 1100 * SIM_MS);
+    int32_t due[4];
+    CHECK_EQ_I64(sim_net_due(net, 1100 * SIM_MS, due), 3);
+    CHECK(due[0] == 0 && due[1] == 1 && due[2] == 2);
+    for (int32_t i = 0; i < 3; i++)
+        sim_net_stop(net, i, 1100 * SIM_MS);
+    CHECK_EQ_I64(settle(net, 1100 * SIM_MS), 1);
+    CHECK(rate_of(net, 3) == 3e6);
+    CHECK_EQ_I64(sim_net_finish(net, 3), 1600 * SIM_MS);
+    CHECK(sim_net_next(net) == 1600 * SIM_MS);
+    /* another fits beside it (6 < 10): its start moves nothing else */
+    sim_net_start(net, 0, 1200 * SIM_MS, 3e6, 3e6, &path, 1);
+    const int32_t *ch;
+    CHECK_EQ_I64(sim_net_settle(net, 1200 * SIM_MS, &ch), 1);
+    CHECK(ch[0] == 0 && rate_of(net, 0) == 3e6 && sim_net_finish(net, 3) == 1600 * SIM_MS);
+    sim_net_free(net);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* random runs */
 
@@ -238,6 +278,7 @@ int main(void)
     test_capped();
     test_staggered();
     test_group();
+    test_slack();
     for (uint64_t seed = 1; seed <= 20; seed++)
         test_random(seed);
     return CHECK_DONE();

@@ -3,13 +3,17 @@
  *   - the keys: no section reads and writes nothing; a group takes its share of the clients of
  *     the devices it lists, and only those; defaults written; errors at file:line:col naming the
  *     key (no unit, an unknown device, a group without a name or named twice); links all
- *     unlimited are no network;
+ *     unlimited are no network; network.assign's file puts the clients it lists behind the
+ *     groups it names and no others, and its errors name both files' lines;
  *   - a run whose links are never the bottleneck is the run without a network, file for file
  *     (clients.tsv aside: its net_wait_s column, all 0);
  *   - four clients downloading at once through a server link slower than their own share it
  *     equally: every download of the first round ends at 4 x 8 x bytes / capacity plus the
  *     latency, to the ns that timeline.tsv prints, and clients.tsv's net_wait_s is at least the
- *     download's wait; `fedsim check` predicts that bound.
+ *     download's wait; `fedsim check` predicts that bound;
+ *   - links.tsv (with a network only): no link ever carries more than its capacity, and the area
+ *     under each link's steps is the bits its flows delivered: the server's downlink the
+ *     clients' bytes down, its uplink their bytes up, a group's uplink its clients' bytes up.
  * Resume with a network is tested with the other checkpoints (test_sim_checkpoint.c). The binary
  * is $FEDSIM_BIN (make test sets it). */
 #include "tests/check.h"
@@ -104,6 +108,99 @@ static void test_keys(void)
                  "s.yaml:18:32: name: a second group 'a'");
     expect_error("network: {groups: [{name: a, share: 2}]}", "share");
     expect_error("network: {server: {dwn: 1 Gbps}}", "unknown key 'dwn'; did you mean 'down'?");
+}
+
+/* tiny.yaml with more lines appended (NAME for its @) as dir/NAME.yaml and tsv (unless
+ * NULL) as dir/NAME.tsv, loaded: the return code, the error in msg. */
+static int load_assign(sim_scenario *sc, const char *name, const char *more, const char *tsv,
+                       char *msg, size_t n)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s.tsv", dir, name);
+    FILE *f = tsv ? fopen(p, "w") : NULL;
+    if (f) fputs(tsv, f), fclose(f);
+    char named[512];
+    const char *at = strchr(more, '@');
+    snprintf(named, sizeof named, "%.*s%s%s", at ? (int)(at - more) : (int)strlen(more), more,
+             at ? name : "", at ? at + 1 : "");
+    char *text = tiny_with(named);
+    snprintf(p, sizeof p, "%s/%s.yaml", dir, name);
+    f = fopen(p, "w");
+    if (!text || !f) return SIM_EIO;
+    fputs(text, f), fclose(f), free(text);
+    sim_err err = {0};
+    int rc = sim_scenario_load(sc, p, NULL, 0, &err);
+    msg[0] = 0;
+    if (rc) sim_err_format(&err, msg, n);
+    return rc;
+}
+
+static void assign_error(const char *name, const char *more, const char *tsv, const char *what)
+{
+    sim_scenario sc;
+    char msg[512];
+    int rc = load_assign(&sc, name, more, tsv, msg, sizeof msg);
+    CHECK_MSG(rc != 0 && strstr(msg, what), "%s should fail with '%s': got '%s'", name, what, msg);
+    if (!rc) sim_scenario_destroy(&sc);
+}
+
+static void test_assign(void)
+{
+    /* tiny's 8 clients: 1, 5 and 6 behind the cell, 3 behind the wifi, the rest behind none,
+     * whatever their devices; the file named relative to the scenario's folder */
+#define NET                                                                                        \
+    "network:\n  server: {down: 10 Mbps}\n  assign: @.tsv\n  groups:\n"                            \
+    "    - {name: cell, down: 1 Mbps}\n    - {name: wifi, up: 3 Mbps}\n"
+    sim_scenario sc;
+    char msg[512];
+    int rc = load_assign(&sc, "a", NET,
+                         "# which client sits where\nclient\tgroup\n5\tcell\n1\tcell\n"
+                         "\n3\twifi\r\n6\tcell\n",
+                         msg, sizeof msg);
+    CHECK_MSG(rc == 0, "%s", msg);
+    if (!rc) {
+        static const int want[8] = {-1, 0, -1, 1, -1, 0, 0, -1};
+        int bad = 0;
+        for (int c = 0; c < 8; c++)
+            bad += sc.spec.net->group_of[c] != want[c];
+        CHECK_MSG(bad == 0 && sc.part.n_clients == 8, "%d clients in the wrong group", bad);
+        /* the resolved scenario names the file wherever it is read from */
+        const sim_yaml *a = sim_yaml_get(sim_yaml_get(sc.doc, "network"), "assign");
+        CHECK_MSG(a && a->value[0] == '/' && strstr(a->value, "/a.tsv"), "assign: %s",
+                  a ? a->value : "absent");
+        /* and no share written for a group the file fills */
+        const sim_yaml *g0 = sim_yaml_get(sim_yaml_get(sc.doc, "network"), "groups")->items[0];
+        CHECK(!sim_yaml_get(g0, "share") && sc.spec.net->groups[0].down == 1e6);
+        sim_scenario_destroy(&sc);
+    }
+    /* errors at the file's line (and column), naming the scenario's line */
+    assign_error("b1", NET, "client\tgroup\n1\tcell\n8\tcell\n",
+                 "b1.tsv:3:1: network.assign: client '8' is not a client id (the scenario's "
+                 "clients are 0 to 7) (named at ");
+    assign_error("b2", NET, "client\tgroup\n1\tcell\n2\tcel\n",
+                 "b2.tsv:3:3: network.assign: no group named 'cel' in network.groups (named at ");
+    assign_error("b3", NET, "client\tgroup\n1\tcell\n1\twifi\n",
+                 "b3.tsv:3:1: network.assign: client 1 a second time (line 2)");
+    assign_error("b4", NET, "id\tgroup\n1\tcell\n",
+                 "b4.tsv:1:1: network.assign: expected the header 'client<TAB>group'");
+    assign_error("b5", NET, "client\tgroup\n-1\tcell\n",
+                 "b5.tsv:2:1: network.assign: client '-1' is not a client id");
+    assign_error("b6", NET, "client\tgroup\n1 cell\n",
+                 "b6.tsv:2:1: network.assign: expected two tab-separated fields");
+    /* the scenario's own line: tiny's 17, then network:, server:, assign: */
+    char where[320];
+    snprintf(where, sizeof where, "(named at %s/b8.yaml:20:11)", dir);
+    assign_error("b8", NET, "client\tgroup\n9\tcell\n", where);
+    snprintf(where, sizeof where, "%s/b7.yaml:20:11: network.assign: '%s/b7.tsv': cannot open", dir,
+             dir);
+    assign_error("b7", NET, NULL, where);
+    assign_error("b9",
+                 "network:\n  assign: @.tsv\n  groups:\n    - {name: cell, down: 1 Mbps, share: "
+                 "0.5}\n",
+                 "client\tgroup\n",
+                 "b9.yaml:21:34: share: the groups' clients come from "
+                 "network.assign");
+#undef NET
 }
 
 static int status_of(int st)
@@ -237,6 +334,71 @@ static void test_contended(void)
     free(ck);
 }
 
+/* Bits under link's steps in links.tsv text (the load held from a row to the link's next); the
+ * rows over capacity, out of time order or unparsed into *bad; the link's last load into *last. */
+static double link_area(const char *text, const char *link, int *bad, double *last, int *rows)
+{
+    double area = 0, t0 = -1, used0 = 0, tprev = 0;
+    *last = -1;
+    *rows = 0;
+    const char *p = strstr(text, "time_s\tlink\tused_bps\tcapacity_bps\n");
+    if (!p) return (*bad)++, 0;
+    for (p = strchr(p, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        double t, used, cap;
+        char name[64];
+        if (sscanf(p + 1, "%lf\t%63s\t%lf\t%lf", &t, name, &used, &cap) != 4) {
+            (*bad)++;
+            continue;
+        }
+        *bad += t < tprev || used < 0 || used > cap * (1 + 1e-12);
+        tprev = t;
+        if (strcmp(name, link)) continue;
+        if (t0 >= 0) area += used0 * (t - t0);
+        t0 = t, used0 = used, *last = used;
+        (*rows)++;
+    }
+    return area;
+}
+
+static void test_links(void)
+{
+    /* two rounds of four, uploads through the 2 Mbps server uplink and the fast clients' cell
+     * (its 1 Mbps uplink), downloads through 8 Mbps: every flow ends before the run does */
+    CHECK(run("links", "--set rounds=2 --set 'network={server: {up: 2 Mbps, down: 8 Mbps}, "
+                       "groups: [{name: cell, up: 1 Mbps, devices: [fast]}]}'") == 0);
+    char *lt = file_of("links", "links.tsv"), *cl = file_of("links", "clients.tsv");
+    CHECK_MSG(lt && cl, "links.tsv and clients.tsv written");
+    if (!lt || !cl) return free(lt), free(cl);
+    double up = 0, down = 0, cell = 0; /* bits the clients sent and received */
+    for (char *p = strchr(cl, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        char dev[48];
+        double bu, bd;
+        if (sscanf(p + 1, "%*d\t%47s\t%*d\t%*d\t%*d\t%*d\t%*d\t%*d\t%lf\t%lf", dev, &bu, &bd) ==
+            3) {
+            up += 8 * bu, down += 8 * bd;
+            if (!strcmp(dev, "fast")) cell += 8 * bu;
+        }
+    }
+    static const char *const link[] = {"server.down", "server.up", "cell.up"};
+    double want[] = {down, up, cell};
+    for (int i = 0; i < 3; i++) {
+        int bad = 0, rows;
+        double last, area = link_area(lt, link[i], &bad, &last, &rows);
+        CHECK_MSG(bad == 0 && rows >= 2 && last == 0, "%s: %d bad rows, %d rows, last %g", link[i],
+                  bad, rows, last);
+        CHECK_MSG(want[i] > 0 && fabs(area - want[i]) <= 1e-9 * want[i],
+                  "%s carried %.3f bits, its flows %.3f", link[i], area, want[i]);
+    }
+    /* the cell's uplink (1 Mbps) is the fast clients' bottleneck: full while one uploads */
+    CHECK_MSG(strstr(lt, "\tcell.up\t1000000\t1000000\n"), "cell.up never full:\n%s", lt);
+    CHECK_MSG(!strstr(lt, "cell.down"), "an unlimited link has no rows");
+    free(lt), free(cl);
+    /* no network: no links.tsv */
+    char p[200];
+    snprintf(p, sizeof p, "%s/plain/links.tsv", dir);
+    CHECK(!test_readable(p));
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -244,8 +406,10 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/fedsim-net-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     test_keys();
+    test_assign();
     test_uncontended();
     test_contended();
+    test_links();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) printf("cannot remove %s\n", dir);
