@@ -130,6 +130,10 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
         off = e->now; /* the device can never finish (its speed stays 0): the job is lost now */
     sim_time end = off < t_up ? off : t_up;
+    if (e->en) { /* a battery that reaches its floor first ends the job then */
+        sim_time d = sim_eng_energy_dispatch(e, c, &ph, end);
+        if (d < end) end = d;
+    }
     cl->busy_until = end;
     cl->busy_ns += end - e->now;
     if (t_down <= end) sim_eng_schedule(e, t_down, SIM_EV_DOWNLOAD_DONE, c, id);
@@ -139,8 +143,8 @@ static int finish_dispatch(sim_engine *e, int32_t c, size_t down_len, sim_job_ou
     cl->job_down_end = t_down;
     cl->job_train_end = t_train;
     if (t_train <= end) sim_eng_schedule(e, t_train, SIM_EV_TRAIN_DONE, c, id);
-    if (off < t_up)
-        sim_eng_schedule(e, off, SIM_EV_JOB_LOST, c, id);
+    if (end < t_up)
+        sim_eng_schedule(e, end, SIM_EV_JOB_LOST, c, id);
     else if (r->up_bytes) /* without an upload, the job arrives when its training ends */
         sim_eng_schedule(e, t_up, SIM_EV_UPLOAD_DONE, c, id);
     return SIM_OK;
@@ -208,7 +212,8 @@ static int eligible(void *ctx, int32_t c)
 {
     sim_engine *e = ctx;
     sim_client *cl = &e->c[c];
-    return !cl->excluded && !cl->busy && online(e, c, e->now);
+    return !cl->excluded && !cl->busy && online(e, c, e->now) &&
+           (!e->en || sim_eng_energy_ok(e, c));
 }
 
 /* What a real server knows of client c: its samples and declared device, the job time that
@@ -358,6 +363,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     }
     case SIM_EV_JOB_LOST:
         if (e->net) sim_eng_net_job_end(e, ev->who);
+        if (e->en) sim_eng_energy_job_end(e, ev->who);
         cl->busy = 0;
         cl->lost++;
         e->tot.dropped++;
@@ -387,6 +393,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     }
 arrived:
     if (e->net) sim_eng_net_job_end(e, ev->who);
+    if (e->en) sim_eng_energy_job_end(e, ev->who);
     cl->busy = 0;
     cl->arrived++;
     /* the server now has the job's report, on time or late */
@@ -520,6 +527,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                       e->sel->name);
     if (!rc) e->server = spec->algo->server_new(&e->spec.env, err);
     if (!rc && !e->server) rc = SIM_EINVAL; /* server_new filled err */
+    if (!rc) rc = sim_eng_energy_new(e, err);
     uint64_t out_len[OUT_COUNT];
     if (!rc && spec->resume) {
         assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");
@@ -567,6 +575,7 @@ void sim_engine_free(sim_engine *e)
     free(e->buf);
     sim_queue_destroy(&e->q);
     if (e->net) sim_eng_net_free(e);
+    sim_eng_energy_free(e);
     sim_pool_free(e->pool);
     fl_worker_destroy(&e->worker);
     nn_model_destroy(&e->eval_model);

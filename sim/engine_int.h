@@ -7,7 +7,9 @@
  *   eval.c        evaluation of the global and personalized models (an observer: no sim time);
  *   outputs.c     the run folder's files, the trace and the progress line;
  *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it,
- *                 sim/record.h writes and reads its records).
+ *                 sim/record.h writes and reads its records);
+ *   engine_net.c  transfers over shared links (`network:`);
+ *   engine_energy.c job energy and batteries (devices.energy).
  * Callers outside sim/engine*.c, sync.c, async.c, eval.c and outputs.c see only sim/engine.h.
  */
 #ifndef SIM_ENGINE_INT_H
@@ -66,6 +68,14 @@ typedef struct sim_netjob {
     int phase;           /* SIM_NJ_* */
 } sim_netjob;
 
+/* A client's energy and battery (engine_energy.c; runs where some profile has power figures) */
+typedef struct sim_energy {
+    dev_batt b;
+    double energy_j;  /* what its jobs drew so far (clients.tsv's energy_j) */
+    int battery_lost; /* jobs lost to the battery's floor */
+    int job_dies;     /* the job in flight ends at the floor (its loss is the battery's) */
+} sim_energy;
+
 /* The next flows' last bits (engine_net.c): an event of the engine's own, after the logged
  * kinds, never written to the event log */
 enum { SIM_EV_FLOW_END = SIM_EV_COUNT };
@@ -94,7 +104,7 @@ typedef struct sim_metrics_col {
  * are held as doubles, printed exactly. */
 typedef struct sim_metrics {
     double round, time_s, bytes_up, bytes_down, flops, acc_global, loss_global;
-    double mean, p10, pooled, participants, dropped, density;
+    double mean, p10, pooled, participants, dropped, density, energy_j;
     double shift[SIM_MAX_SHIFTS];
     double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
     double val;
@@ -148,6 +158,8 @@ struct sim_engine {
     sim_net *net;      /* the shared links (spec.net), or NULL: transfers priced alone */
     sim_netjob *nj;    /* [n] with net */
     sim_time net_next; /* with net: when the queued SIM_EV_FLOW_END fires, -1 none */
+    sim_energy *en;    /* [n] when some profile has power figures, else NULL */
+    double energy_j;   /* with en: what every job that ended drew */
 };
 
 /* engine.c: the loop's services to the protocols */
@@ -229,6 +241,28 @@ void sim_eng_net_job_end(sim_engine *e, int32_t c);
  * NULL, or what it refused. */
 void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk);
 const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n);
+
+/* engine_energy.c: job energy and batteries (devices/energy.h), with en only */
+int sim_eng_energy_new(sim_engine *e, sim_err *err);
+void sim_eng_energy_free(sim_engine *e);
+int sim_eng_has_energy(const sim_engine *e);
+/* 1 when client c's battery is above its floor now (it may take a job). */
+int sim_eng_energy_ok(sim_engine *e, int32_t c);
+/* Client c's job, priced as ph from now and ending by end at the latest (its upload's end, or
+ * the client going offline): the instant its battery reaches the floor, when that is before
+ * end; DEV_TIME_NEVER otherwise. */
+sim_time sim_eng_energy_dispatch(sim_engine *e, int32_t c, const dev_phases *ph, sim_time end);
+/* Client c's job ended now (arrived, or lost): its phases' energy is counted and drawn from its
+ * battery. Returns 1 when it was lost to the battery. */
+int sim_eng_energy_job_end(sim_engine *e, int32_t c);
+/* When idle client c may next change (its availability, or its battery charging above the
+ * floor): what a round or async refill waits for. */
+sim_time sim_eng_next_change(sim_engine *e, int32_t c);
+/* clients.tsv's energy_j and battery_end columns (with a tab after each): client c's values,
+ * or the header's when c < 0; "" without energy */
+void sim_eng_energy_cols(sim_engine *e, int32_t c, char *buf, size_t n);
+void sim_eng_energy_pack(sim_engine *e, msgpack_packer *pk);
+const char *sim_eng_energy_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n);
 
 /* engine_ckpt.c */
 /* A periodic checkpoint is due (every checkpoint_every rounds, once per round). */

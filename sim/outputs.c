@@ -55,6 +55,7 @@ static const metrics_col_spec metrics_cols[] = {
         {"bytes_up", COL_INT, M(bytes_up), 0, NULL},
         {"bytes_down", COL_INT, M(bytes_down), 0, NULL},
         {"client_flops", COL_G6, M(flops), 0, NULL},
+        {"client_energy_j", COL_TIME, M(energy_j), 0, sim_eng_has_energy}, /* to the nJ */
         {"acc_global", COL_F6, M(acc_global), 0, NULL},
         {"loss_global", COL_F6, M(loss_global), 0, NULL},
         {"acc_pers_mean", COL_F6, M(mean), 0, NULL},
@@ -296,12 +297,15 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
         sim_out_printf(&e->out[OUT_TIMELINE],
                        "client\tround\tphase\tstart_s\tend_s\toutcome\tdevice\n");
     }
-    if (e->out[OUT_CLIENTS].f)
+    if (e->out[OUT_CLIENTS].f) {
+        char en[64];
+        sim_eng_energy_cols(e, -1, en, sizeof en);
         sim_out_printf(&e->out[OUT_CLIENTS],
                        "client\tdevice\texcluded\tjobs\tarrived\taggregated\tlate\tlost\t"
                        "bytes_up\t"
-                       "bytes_down\tflops\tbusy_s\t%sacc_final\n",
-                       e->net ? "net_wait_s\t" : "");
+                       "bytes_down\tflops\tbusy_s\t%s%sacc_final\n",
+                       e->net ? "net_wait_s\t" : "", en);
+    }
     if (e->out[OUT_EVENTS].f) {
         /* header: the field names and the kind names, so the file describes itself */
         msgpack_packer *pk = &e->events_pk;
@@ -335,11 +339,14 @@ int sim_eng_outputs_finish(sim_engine *e, sim_err *err)
             /* with a network, net_wait_s before acc_final, which readers take as the last */
             char wait[40] = "";
             if (e->net) snprintf(wait, sizeof wait, "%.9f\t", sim_time_to_s(e->nj[c].wait_ns));
+            char en[96]; /* with energy: energy_j, battery_lost, battery_end, before acc_final */
+            sim_eng_energy_cols(e, c, en, sizeof en);
             sim_out_printf(&e->out[OUT_CLIENTS],
-                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%s%.6f\n", c,
+                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%s%s%.6f\n", c,
                            e->spec.devices[c].name, cl->excluded, cl->jobs, cl->arrived,
                            cl->arrived - cl->late - waiting[c], cl->late, cl->lost, cl->bytes_up,
-                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), wait, cl->acc);
+                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), wait, en,
+                           cl->acc);
         }
         free(waiting);
     }

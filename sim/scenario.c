@@ -679,6 +679,10 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     sim_yaml_get(s.map, "mix"); /* these are read once the catalog is */
     sim_yaml_get(s.map, "capacity");
     sim_yaml_get(s.map, "population");
+    /* absent, not written into the resolved scenario: runs without it are as they were */
+    const sim_yaml *energy_key = sim_yaml_get(s.map, "energy");
+    int energy = 0;
+    if (energy_key && (rc = sim_yaml_bool(energy_key, "energy", &energy, err))) return rc;
     if ((rc = read_key(sim_keys_devices, "catalog", &dk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
@@ -696,6 +700,13 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         if ((rc = sim_yaml_key_name(profiles, i, "profile name", DEV_MAX_NAME - 1, err))) break;
         const sim_yaml *node = sim_yaml_get(profiles, profiles->keys[i]);
         const sim_yaml *bn = sim_yaml_get(node, "base");
+        static const char *const energy_keys[] = {"power", "battery"};
+        for (int k = 0; k < 2 && !energy && !rc; k++)
+            if (sim_yaml_get(node, energy_keys[k]))
+                rc = sim_yaml_fail(sim_yaml_get(node, energy_keys[k]), err,
+                                   "%s: the energy model is off (set devices.energy: true)",
+                                   energy_keys[k]);
+        if (rc) break;
         const dev_profile *base = NULL;
         const char *bname;
         char hint[DEV_MAX_NAME + 32];
@@ -802,6 +813,10 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         }
         sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)c);
         dev_profile_draw(&sc->devices[c], specs[which[c]], &r);
+    }
+    for (int c = 0; c < n && !energy; c++) { /* the figures are there, the model is off */
+        memset(&sc->devices[c].power, 0, sizeof sc->devices[c].power);
+        dev_battery_destroy(&sc->devices[c].battery);
     }
     free(which);
     dev_population_destroy(&pop);

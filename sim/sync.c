@@ -64,7 +64,7 @@ int sim_sync_start_round(sim_engine *e, sim_err *err)
             sim_client *cl = &e->c[c];
             if (cl->excluded) continue;
             idle += !cl->busy && dev_avail_online(&cl->avail, e->now);
-            sim_time t = cl->busy ? cl->busy_until : dev_avail_next_change(&cl->avail, e->now);
+            sim_time t = cl->busy ? cl->busy_until : sim_eng_next_change(e, c);
             if (t < next) next = t;
         }
         e->round_open = 0;
