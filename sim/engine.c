@@ -363,7 +363,6 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     }
     case SIM_EV_JOB_LOST:
         if (e->net) sim_eng_net_job_end(e, ev->who);
-        if (e->en) sim_eng_energy_job_end(e, ev->who);
         cl->busy = 0;
         cl->lost++;
         e->tot.dropped++;
@@ -372,6 +371,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         free(cl->pending_priv);
         cl->pending_priv = NULL;
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
+        if (e->en) sim_eng_energy_job_end(e, ev->who); /* after the event names its reason */
         sim_eng_timeline_row(e, ev->who,
                              e->now < cl->job_down_end    ? "download"
                              : e->now < cl->job_train_end ? "train"

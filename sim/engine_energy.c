@@ -117,6 +117,34 @@ sim_time sim_eng_next_change(sim_engine *e, int32_t c)
     return up < t ? up : t;
 }
 
+void sim_eng_energy_event(const sim_engine *e, int kind, int32_t who, double *joules,
+                          const char **reason)
+{
+    if (who < 0) return;
+    const sim_client *cl = &e->c[who];
+    const dev_power *pw = &e->spec.devices[who].power;
+    switch (kind) {
+    case SIM_EV_DOWNLOAD_DONE:
+        *joules = pw->down_w * sim_time_to_s(e->now - cl->job_start);
+        break;
+    case SIM_EV_TRAIN_DONE:
+        *joules = pw->train_w * sim_time_to_s(e->now - cl->job_down_end);
+        break;
+    case SIM_EV_UPLOAD_DONE:
+        *joules = pw->up_w * sim_time_to_s(e->now - cl->job_train_end);
+        break;
+    case SIM_EV_JOB_LOST:
+        *joules = e->now < cl->job_down_end ? pw->down_w * sim_time_to_s(e->now - cl->job_start)
+                  : e->now < cl->job_train_end
+                          ? pw->train_w * sim_time_to_s(e->now - cl->job_down_end)
+                          : pw->up_w * sim_time_to_s(e->now - cl->job_train_end);
+        *reason = e->en[who].job_dies ? "battery" : "offline";
+        break;
+    default:
+        break;
+    }
+}
+
 void sim_eng_energy_cols(sim_engine *e, int32_t c, char *buf, size_t n)
 {
     buf[0] = 0;

@@ -258,6 +258,11 @@ int sim_eng_energy_job_end(sim_engine *e, int32_t c);
 /* When idle client c may next change (its availability, or its battery charging above the
  * floor): what a round or async refill waits for. */
 sim_time sim_eng_next_change(sim_engine *e, int32_t c);
+/* An event's energy_j (what the phase of client who's job that ends now drew: download_done,
+ * train_done, upload_done, job_lost; 0 for the others) and reason (job_lost's: "battery" or
+ * "offline"). */
+void sim_eng_energy_event(const sim_engine *e, int kind, int32_t who, double *joules,
+                          const char **reason);
 /* clients.tsv's energy_j and battery_end columns (with a tab after each): client c's values,
  * or the header's when c < 0; "" without energy */
 void sim_eng_energy_cols(sim_engine *e, int32_t c, char *buf, size_t n);

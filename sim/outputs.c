@@ -169,27 +169,38 @@ int sim_eng_outputs_failed(sim_engine *e, sim_err *err)
     return SIM_OK;
 }
 
-/* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack, and as one text
- * line in the trace when one is asked for. */
+/* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack (with energy,
+ * energy_j and reason after them: sim_eng_energy_event), and as one text line in the trace when
+ * one is asked for. */
 void sim_eng_log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops)
 {
     e->tot.events++;
+    double joules = 0;
+    const char *reason = "";
+    if (e->en) sim_eng_energy_event(e, kind, who, &joules, &reason);
     if (e->out[OUT_EVENTS].f) {
         msgpack_packer *pk = &e->events_pk;
-        msgpack_pack_array(pk, 6);
+        msgpack_pack_array(pk, e->en ? 8 : 6);
         msgpack_pack_int64(pk, e->now);
         msgpack_pack_int(pk, kind);
         msgpack_pack_int32(pk, who);
         msgpack_pack_int32(pk, e->round);
         msgpack_pack_double(pk, bytes);
         msgpack_pack_double(pk, flops);
+        if (e->en) {
+            msgpack_pack_double(pk, joules);
+            nn_pack_str(pk, reason);
+        }
     }
     if (e->spec.trace && !e->trace_errnum) {
         errno = 0;
+        char en[64] = "";
+        if (e->en)
+            snprintf(en, sizeof en, " energy=%.9f%s%s", joules, *reason ? " reason=" : "", reason);
         if (fprintf(e->spec.trace,
-                    "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
+                    "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f%s\n",
                     sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
-                    who >= 0 ? e->c[who].job_round : -1, bytes, flops) < 0)
+                    who >= 0 ? e->c[who].job_round : -1, bytes, flops, en) < 0)
             e->trace_errnum = errno ? errno : EIO;
     }
 }
@@ -311,10 +322,11 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_map(pk, 2);
         nn_pack_str(pk, "fields");
-        static const char *const fields[] = {"time_ns", "kind",  "client",
-                                             "round",   "bytes", "flops"};
-        msgpack_pack_array(pk, 6);
-        for (int i = 0; i < 6; i++)
+        static const char *const fields[] = {"time_ns", "kind",  "client",   "round",
+                                             "bytes",   "flops", "energy_j", "reason"};
+        int nf = e->en ? 8 : 6; /* energy_j and reason with energy only */
+        msgpack_pack_array(pk, (size_t)nf);
+        for (int i = 0; i < nf; i++)
             nn_pack_str(pk, fields[i]);
         nn_pack_str(pk, "kinds");
         msgpack_pack_array(pk, SIM_EV_COUNT);

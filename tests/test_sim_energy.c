@@ -18,6 +18,8 @@
 #include "tests/files.h"
 #include "tests/scenario_text.h"
 
+#include "sim/units.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,11 @@ static double field(const char *line, int k)
         line = line && *line == '\t' ? line + 1 : NULL;
     }
     return line ? strtod(line, NULL) : NAN;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+    return !strncmp(s, prefix, strlen(prefix));
 }
 
 static int col_of(const char *header, const char *name)
@@ -308,6 +315,43 @@ static void test_runs(void)
     CHECK_MSG(first >= 2, "%d round-1 deaths", first);
     CHECK_MSG(back >= 1, "no client charged back took a job that arrived");
 
+    /* the events: each phase's energy, summing to the client's; battery deaths named */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s events %s/charges/events.msgpack >%s/charges.events", bin, dir,
+             dir);
+    CHECK(status_of(system(cmd)) == 0);
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/charges.events", dir);
+    char *ev = test_slurp(p, &len);
+    CHECK(ev && starts(ev, "time_s\tkind\tclient\tround\tbytes\tflops\tenergy_j\treason\n"));
+    double sum[MAXC] = {0};
+    int battery = 0, offline = 0, deaths = 0;
+    for (char *l = ev ? strchr(ev, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+        int who = (int)field(l + 1, 2);
+        if (who >= 0 && who < MAXC) sum[who] += field(l + 1, 6);
+        char *end = strchr(l + 1, '\n');
+        battery += end && end - l > 9 && !strncmp(end - 8, "\tbattery", 8);
+        offline += end && end - l > 9 && !strncmp(end - 8, "\toffline", 8);
+    }
+    free(ev);
+    if (clients_of("charges", c))
+        for (int i = 0; i < MAXC; i++) {
+            CHECK_MSG(fabs(sum[i] - c[i].energy) <= 1e-6 * c[i].energy + 1e-9,
+                      "client %d: events %.9f J, clients.tsv %.9f J", i, sum[i], c[i].energy);
+            deaths += c[i].battery_lost;
+        }
+    CHECK_MSG(battery == deaths && battery > 0 && offline == 0,
+              "%d job_lost for the battery (clients.tsv: %d), %d offline", battery, deaths,
+              offline);
+    snprintf(cmd, sizeof cmd, "%s events %s/plain/events.msgpack >%s/plain.events", bin, dir, dir);
+    CHECK(status_of(system(cmd)) == 0);
+    snprintf(p, sizeof p, "%s/plain.events", dir);
+    ev = test_slurp(p, &len);
+    CHECK_MSG(ev && starts(ev, "time_s\tkind\tclient\tround\tbytes\tflops\n"),
+              "no energy: the six fields");
+    free(ev);
+
     /* cost-only draws the same energy; two workers write the same files */
     CHECK(run("charges-cost", "--cost-only " POWER CHARGES) == 0);
     client_row r[MAXC], k[MAXC];
@@ -323,6 +367,80 @@ static void test_runs(void)
     CHECK(test_same_outputs(dir, "charges", "charges-w2", 1));
 }
 
+/* The check line of device name after the line starting with header, its fields after the name
+ * into v (times parsed, joules read): how many were read. */
+static int check_row(const char *text, const char *header, const char *name, double *v, int max)
+{
+    const char *h = strstr(text, header), *l = h;
+    char key[64];
+    snprintf(key, sizeof key, "\n# %s ", name);
+    if (!h || !(l = strstr(h, key))) return 0;
+    l += strlen(key);
+    int n = 0;
+    while (n < max) {
+        while (*l == ' ')
+            l++;
+        char *end;
+        double x = strtod(l, &end);
+        if (end == l) break;
+        const char *u = end + 1; /* a unit after one space: "ms", "s", "J" */
+        size_t ul = strcspn(u, " \n");
+        char q[64];
+        snprintf(q, sizeof q, "%.*s %.*s", (int)(end - l), l, (int)ul, u);
+        sim_time t;
+        sim_err err;
+        if (ul == 1 && *u == 'J')
+            v[n++] = x;
+        else if (*end == ' ' && ul && !sim_parse_time(q, &t, &err))
+            v[n++] = sim_time_to_s(t);
+        else {
+            v[n++] = x; /* a bare number (clients, per battery) */
+            l = end;
+            continue;
+        }
+        l = u + ul;
+    }
+    return n;
+}
+
+static void test_check(void)
+{
+    char cmd[1024], p[200];
+    size_t n;
+    snprintf(cmd, sizeof cmd,
+             "%s check scenarios/tiny.yaml " POWER
+             "--set 'devices.profiles.slow.battery={capacity: 100 J, floor: 25%%}' >%s/check.txt",
+             bin, dir);
+    CHECK(status_of(system(cmd)) == 0);
+    snprintf(p, sizeof p, "%s/check.txt", dir);
+    char *t = test_slurp(p, &n);
+    double tm[5] = {0}, j[5] = {0};
+    /* clients, download, train, upload, job: the times; download, train, upload, job (J), jobs */
+    int nt = t ? check_row(t, "# per device", "slow", tm, 5) : 0;
+    int nj = t ? check_row(t, "# energy per device", "slow", j, 5) : 0;
+    CHECK_MSG(nt == 5 && nj == 5, "check's rows: %d and %d fields in\n%s", nt, nj, t ? t : "");
+    if (nt == 5 && nj == 5) {
+        for (int k = 0; k < 3; k++) /* the times are printed to 3 digits, the joules to 4 */
+            CHECK_MSG(fabs(j[k] - slow_w[k] * tm[k + 1]) <= 5e-3 * j[k], "phase %d: %g J, %g s", k,
+                      j[k], tm[k + 1]);
+        CHECK(fabs(j[3] - (j[0] + j[1] + j[2])) <= 1e-3 * j[3]);
+        CHECK_MSG(j[4] == floor(75 / j[3]) || j[4] == floor(75 / j[3] * (1 + 1e-4)) ||
+                          j[4] == floor(75 / j[3] * (1 - 1e-4)),
+                  "jobs per battery %g, job %g J", j[4], j[3]);
+    }
+    double f[5];
+    CHECK_MSG(t && check_row(t, "# energy per device", "fast", f, 5) == 4 &&
+                      strstr(strstr(t, "# energy per device"), "mains"),
+              "fast, without a battery: mains");
+    free(t);
+    snprintf(cmd, sizeof cmd, "%s check scenarios/tiny.yaml >%s/check0.txt", bin, dir);
+    CHECK(status_of(system(cmd)) == 0);
+    snprintf(p, sizeof p, "%s/check0.txt", dir);
+    t = test_slurp(p, &n);
+    CHECK_MSG(t && !strstr(t, "# energy"), "no energy: check says nothing of it");
+    free(t);
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -331,6 +449,7 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     test_keys();
     test_refusals();
+    test_check();
     test_runs();
     if (!check_failed) {
         char cmd[128];
