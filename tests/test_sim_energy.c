@@ -352,6 +352,21 @@ static void test_runs(void)
               "no energy: the six fields");
     free(ev);
 
+    /* acc_energy beside acc_time and acc_bytes, for a run with energy only */
+    if (status_of(system("command -v gnuplot >/dev/null")) == 0) {
+        snprintf(cmd, sizeof cmd,
+                 "%s plot %s/charges >/dev/null 2>&1 && %s plot %s/plain "
+                 ">/dev/null 2>&1",
+                 bin, dir, bin, dir);
+        CHECK(status_of(system(cmd)) == 0);
+        snprintf(p, sizeof p, "%s/charges/acc_energy.png", dir);
+        CHECK_MSG(test_readable(p), "no %s", p);
+        snprintf(p, sizeof p, "%s/plain/acc_energy.png", dir);
+        CHECK_MSG(!test_readable(p), "a run without energy got %s", p);
+    } else {
+        printf("no gnuplot: acc_energy.png not checked\n");
+    }
+
     /* cost-only draws the same energy; two workers write the same files */
     CHECK(run("charges-cost", "--cost-only " POWER CHARGES) == 0);
     client_row r[MAXC], k[MAXC];
