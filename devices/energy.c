@@ -93,6 +93,20 @@ void dev_batt_advance(dev_batt *b, const dev_battery *spec, sim_time t, double d
     }
 }
 
+int dev_batt_charging(const dev_batt *b, const dev_battery *spec, sim_time t)
+{
+    if (!(spec->charge_w > 0)) return 0;
+    dev_avail_proc p = b->chg;
+    return dev_avail_online(&p, t) != b->chg_invert;
+}
+
+sim_time dev_batt_charge_change(const dev_batt *b, const dev_battery *spec, sim_time t)
+{
+    if (!(spec->charge_w > 0)) return DEV_TIME_NEVER;
+    dev_avail_proc p = b->chg;
+    return dev_avail_next_change(&p, t);
+}
+
 int dev_batt_ok(const dev_batt *b, const dev_battery *spec)
 {
     return !(spec->capacity_j > 0) || b->level_j > spec->floor * spec->capacity_j;

@@ -79,6 +79,11 @@ void dev_batt_advance(dev_batt *b, const dev_battery *spec, sim_time t, double d
  * level down to the floor, before end; DEV_TIME_NEVER when it does not (or without a battery). */
 sim_time dev_batt_death(const dev_batt *b, const dev_battery *spec, const dev_power *pw,
                         sim_time down_end, sim_time train_end, sim_time up_end, sim_time end);
+/* 1 when it charges at t (>= b->at; the charging process read on a copy), and the first time
+ * after t it starts or stops (DEV_TIME_NEVER: never). A battery that never charges (rate 0)
+ * does not charge. */
+int dev_batt_charging(const dev_batt *b, const dev_battery *spec, sim_time t);
+sim_time dev_batt_charge_change(const dev_batt *b, const dev_battery *spec, sim_time t);
 /* 1 when the level is above the floor (always, without a battery). */
 int dev_batt_ok(const dev_batt *b, const dev_battery *spec);
 /* When the level, drawing idle power from b->at on, is first above the floor: b->at when it is

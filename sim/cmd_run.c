@@ -187,8 +187,13 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     int warned = rc ? 0 : sim_cli_warnings(sc, &pr, stderr, "fedsim: warning: ");
     if (!rc && predict) {
         sc->predicted_s = sim_xmalloc(sizeof(double) * (size_t)sc->spec.n_clients);
-        sim_cli_predict_jobs(&pr, sc, sc->predicted_s);
+        int energy = 0;
+        for (int c = 0; c < sc->spec.n_clients && !energy; c++)
+            energy = sc->devices[c].power.set;
+        if (energy) sc->predicted_j = sim_xmalloc(sizeof(double) * (size_t)sc->spec.n_clients);
+        sim_cli_predict_jobs(&pr, sc, sc->predicted_s, sc->predicted_j);
         sc->spec.predicted_s = sc->predicted_s;
+        sc->spec.predicted_j = sc->predicted_j;
     }
     sim_cli_prices_destroy(&pr);
     if (rc || (warned && o->strict)) {

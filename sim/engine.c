@@ -213,7 +213,8 @@ static int eligible(void *ctx, int32_t c)
     sim_engine *e = ctx;
     sim_client *cl = &e->c[c];
     return !cl->excluded && !cl->busy && online(e, c, e->now) &&
-           (!e->en || sim_eng_energy_ok(e, c));
+           (!e->en || (sim_eng_energy_ok(e, c) &&
+                       (!e->spec.fed.charging_only || sim_eng_energy_charging(e, c))));
 }
 
 /* What a real server knows of client c: its samples and declared device, the job time that
@@ -235,7 +236,11 @@ void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out)
             .jobs = cl->jobs,
             .arrived = cl->arrived,
             .lost = cl->lost,
+            .battery_j = INFINITY,
+            .charging_w = 0,
+            .predicted_j = e->spec.predicted_j ? e->spec.predicted_j[c] : NAN,
     };
+    if (e->en) sim_eng_energy_view(e, c, &out->battery_j, &out->charging_w);
 }
 
 static sim_sel_view sel_view(sim_engine *e)

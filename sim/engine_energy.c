@@ -106,12 +106,32 @@ int sim_eng_energy_job_end(sim_engine *e, int32_t c)
     return died;
 }
 
+void sim_eng_energy_view(const sim_engine *e, int32_t c, double *battery_j, double *charging_w)
+{
+    const dev_battery *b = &e->spec.devices[c].battery;
+    const dev_batt *bt = &e->en[c].b;
+    if (b->capacity_j > 0) *battery_j = bt->level_j - b->floor * b->capacity_j;
+    *charging_w = dev_batt_charging(bt, b, bt->at) ? b->charge_w : 0;
+}
+
+int sim_eng_energy_charging(sim_engine *e, int32_t c)
+{
+    const dev_profile *p = &e->spec.devices[c];
+    if (!(p->battery.capacity_j > 0)) return 1;
+    dev_batt_advance(&e->en[c].b, &p->battery, e->now, p->power.idle_w);
+    return dev_batt_charging(&e->en[c].b, &p->battery, e->now);
+}
+
 sim_time sim_eng_next_change(sim_engine *e, int32_t c)
 {
     sim_client *cl = &e->c[c];
     sim_time t = dev_avail_next_change(&cl->avail, e->now);
     if (!e->en) return t;
     const dev_profile *p = &e->spec.devices[c];
+    if (e->spec.fed.charging_only && p->battery.capacity_j > 0) { /* it may start charging */
+        sim_time ch = dev_batt_charge_change(&e->en[c].b, &p->battery, e->now);
+        if (ch < t) t = ch;
+    }
     if (sim_eng_energy_ok(e, c)) return t;
     sim_time up = dev_batt_above(&e->en[c].b, &p->battery, &p->power);
     return up < t ? up : t;

@@ -255,6 +255,12 @@ sim_time sim_eng_energy_dispatch(sim_engine *e, int32_t c, const dev_phases *ph,
 /* Client c's job ended now (arrived, or lost): its phases' energy is counted and drawn from its
  * battery. Returns 1 when it was lost to the battery. */
 int sim_eng_energy_job_end(sim_engine *e, int32_t c);
+/* Client c's battery as a selection policy's view shows it (sim_sel_client.battery_j,
+ * charging_w), as of its last move (the engine moves an idle candidate's to now as it tests it
+ * eligible). */
+void sim_eng_energy_view(const sim_engine *e, int32_t c, double *battery_j, double *charging_w);
+/* 1 when client c's device charges now (a device without a battery: always, it is on mains). */
+int sim_eng_energy_charging(sim_engine *e, int32_t c);
 /* When idle client c may next change (its availability, or its battery charging above the
  * floor): what a round or async refill waits for. */
 sim_time sim_eng_next_change(sim_engine *e, int32_t c);

@@ -520,6 +520,15 @@ static int load_federation(sim_scenario *sc, section *root, sim_err *err)
             return rc;
     }
     if ((rc = read_key(keys, "overhead", f, &s, NULL, err))) return rc;
+    const sim_yaml *part = sim_yaml_get(s.map, "participation"); /* absent: nothing written */
+    const char *pv;
+    if (part && !(rc = sim_yaml_str(part, "participation", &pv, err))) {
+        if (!strcmp(pv, "charging-only"))
+            f->charging_only = 1;
+        else if (strcmp(pv, "any"))
+            rc = sim_yaml_fail(part, err, "participation: '%s' is not any or charging-only", pv);
+    }
+    if (rc) return rc;
     /* the selection policy: nothing read or written without the map (uniform) */
     section sel = sub(&s, "selection", pre2, sizeof pre2);
     sim_key_ctx sctx = {
@@ -824,6 +833,11 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     for (int i = 0; i < nown; i++)
         dev_profile_destroy(&own[i]);
     dev_catalog_destroy(&cat);
+    if (sc->spec.fed.charging_only && !energy)
+        return sim_yaml_fail(sim_yaml_get(sim_yaml_get(sc->doc, "federation"), "participation"),
+                             err,
+                             "participation: charging-only needs devices.energy: true (the "
+                             "batteries' charging says when a device charges)");
     return load_capacity(sc, &s, &dk, err);
 }
 
@@ -911,6 +925,7 @@ void sim_scenario_destroy(sim_scenario *sc)
     free(sc->devices);
     free(sc->capacity);
     free(sc->predicted_s);
+    free(sc->predicted_j);
     sim_sel_config_destroy(&sc->sel);
     free(sc->net.groups);
     free(sc->net.group_of);

@@ -178,6 +178,11 @@ const sim_key sim_keys_federation[] = {
         {"selection", SIM_KEY_MAP, .custom = 1,
          .doc = "which clients get a job: `{name: POLICY, POLICY: {its keys}}` "
                 "(`federation.selection` below); absent: `uniform`, and nothing is written"},
+        {"participation", SIM_KEY_STRING, .custom = 1, .dflt = "any",
+         .doc = "`any`, or `charging-only`: a client takes a job only while its device charges "
+                "(production FL's rule; its battery's `charging`, devices on mains always do), "
+                "whatever the selection policy; needs `devices.energy`. Absent: nothing is "
+                "written"},
         {0},
 };
 

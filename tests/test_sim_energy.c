@@ -164,7 +164,9 @@ static double last_metric(const char *name, const char *col)
 static int load_devices(sim_scenario *sc, const char *devices, char *msg, size_t n)
 {
     size_t len;
-    char *t = test_slurp("scenarios/tiny.yaml", &len), *cut = t ? strstr(t, "devices:") : NULL;
+    /* a federation line among devices replaces tiny's too */
+    const char *from = strstr(devices, "federation:") ? "federation:" : "devices:";
+    char *t = test_slurp("scenarios/tiny.yaml", &len), *cut = t ? strstr(t, from) : NULL;
     if (!cut) return free(t), snprintf(msg, n, "no tiny.yaml"), -1;
     *cut = 0;
     char text[4096];
@@ -257,8 +259,8 @@ static void check_accounting(const char *name)
 static void test_runs(void)
 {
     /* batteries that never reach their floor: the run without, plus the energy columns */
-    CHECK(run("plain", "--workers 0 --set rounds=8") == 0);
-    CHECK(run("full", "--workers 0 " POWER "--set 'devices.profiles.slow.battery={capacity: 1 kJ, "
+    CHECK(run("plain", "--cost-only --set rounds=8") == 0);
+    CHECK(run("full", "--cost-only " POWER "--set 'devices.profiles.slow.battery={capacity: 1 kJ, "
                       "floor: 10%}' --set rounds=8") == 0);
     char *a = file_of("plain", "timeline.tsv"), *b = file_of("full", "timeline.tsv");
     CHECK_MSG(a && b && !strcmp(a, b), "batteries that last change the timeline");
@@ -270,7 +272,7 @@ static void test_runs(void)
     check_accounting("full");
 
     /* dying without charging: 6 J drawn, at the floor, no job after */
-    CHECK(run("dies", "--workers 0 " POWER DIES) == 0);
+    CHECK(run("dies", "--cost-only " POWER DIES) == 0);
     client_row c[MAXC];
     phase_row ph[512];
     int died = 0;
@@ -456,6 +458,83 @@ static void test_check(void)
     free(t);
 }
 
+static void test_selection(void)
+{
+    /* a full slow battery (6 J above its floor) cannot afford a slow job (about 8 J): uniform
+     * sends some anyway, and they die; available ranks them after the fast clients */
+    const char *bat = "--cost-only " POWER
+                      "--set 'devices.profiles.slow.battery={capacity: 8 J, floor: 25%, initial: "
+                      "{uniform: [30%, 100%]}}' --set federation.per_round=2 --set rounds=8 ";
+    char args[1024];
+    int lost[2] = {0, 0};
+    static const char *const pol[2] = {"uniform", "available"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s--set federation.selection.name=%s", bat, pol[i]);
+        CHECK_MSG(run(pol[i], args) == 0, "%s", pol[i]);
+        client_row c[MAXC];
+        if (clients_of(pol[i], c))
+            for (int k = 0; k < MAXC; k++)
+                lost[i] += c[k].battery_lost;
+    }
+    CHECK_MSG(lost[0] > 0 && lost[1] == 0, "jobs lost to batteries: uniform %d, available %d",
+              lost[0], lost[1]);
+
+    /* charging-only: slow devices charge from 0 to 3 s of every 10 s, and take jobs then only */
+    char trace[128], p[200];
+    snprintf(trace, sizeof trace, "%s/c.trace", dir);
+    FILE *f = fopen(trace, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("loop 10 s\n0 s 1\n3 s 0\n", f);
+    fclose(f);
+    for (int only = 0; only < 2; only++) {
+        snprintf(args, sizeof args,
+                 "--cost-only " POWER "--set 'devices.profiles.slow.battery={capacity: 100 J, "
+                 "charging: {rate: 1 W, when: {kind: trace, file: %s}}}' --set rounds=80 %s",
+                 trace, only ? "--set federation.participation=charging-only" : "");
+        const char *name = only ? "charging-only" : "any";
+        CHECK_MSG(run(name, args) == 0, "%s", name);
+        phase_row ph[1024];
+        client_row c[MAXC];
+        int n = timeline_of(name, ph, 1024), outside = 0, later = 0;
+        if (!clients_of(name, c)) continue;
+        for (int i = 0; i < n; i++) {
+            if (!c[ph[i].client].slow || ph[i].phase != 0) continue;
+            double in = fmod(ph[i].start, 10);
+            outside += !(in < 3);
+            later += ph[i].start >= 10;
+        }
+        if (only)
+            CHECK_MSG(outside == 0 && later > 0,
+                      "charging-only: %d slow jobs started outside charging, %d after 10 s",
+                      outside, later);
+        else
+            CHECK_MSG(outside > 0, "any: the slow devices' jobs all started while charging");
+    }
+    /* slow devices alone: a round waits for a battery to start charging */
+    snprintf(args, sizeof args,
+             "--cost-only " POWER "--set 'devices.profiles.slow.battery={capacity: 100 J, "
+             "charging: {rate: 1 W, when: {kind: trace, file: %s}}}' --set rounds=4 "
+             "--set federation.participation=charging-only "
+             "--set 'devices.mix=[{profile: slow, share: 1}]'",
+             trace);
+    CHECK_MSG(run("waits", args) == 0, "a round waits for charging");
+    phase_row ph[256];
+    int n = timeline_of("waits", ph, 256), outside = 0;
+    double last = 0;
+    for (int i = 0; i < n; i++)
+        if (ph[i].phase == 0) outside += !(fmod(ph[i].start, 10) < 3), last = ph[i].start;
+    CHECK_MSG(outside == 0 && last >= 30, "%d jobs outside charging; the last at %g s", outside,
+              last);
+    (void)p;
+    expect_error("devices: {mix: [{profile: laptop, share: 1}]}\nfederation: {per_round: 4, "
+                 "participation: charging-only}",
+                 "s.yaml:11:43: participation: charging-only needs devices.energy: true");
+    expect_error("devices: {mix: [{profile: laptop, share: 1}]}\nfederation: {per_round: 4, "
+                 "participation: charging}",
+                 "s.yaml:11:43: participation: 'charging' is not any or charging-only");
+}
+
 int main(void)
 {
     bin = getenv("FEDSIM_BIN");
@@ -466,6 +545,7 @@ int main(void)
     test_refusals();
     test_check();
     test_runs();
+    test_selection();
     if (!check_failed) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
