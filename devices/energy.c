@@ -207,7 +207,8 @@ static int read_fraction(const sim_yaml *v, const char *what, double *out, sim_e
     double x = strtod(buf, &end);
     while (*end == ' ')
         end++;
-    if (*end || end == buf || !isfinite(x) || buf[0] == ' ' || strpbrk(buf, "xXnNiI"))
+    /* strtod's inf, nan and hex are no shares */
+    if (*end || end == buf || !isfinite(x) || buf[0] == ' ' || strpbrk(buf, "xX"))
         return sim_yaml_fail(v, err, "%s: '%s' is not a share (20%% or 0.2)", what, s);
     if (pct) x /= 100;
     if (!(x >= 0 && x <= 1))

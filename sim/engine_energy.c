@@ -3,13 +3,17 @@
  * per client (e->en); without, e->en is NULL and nothing here is called.
  *
  * The hooks, each a call from the loop:
- *   eligible (engine.c)         a client below its battery's floor takes no job
+ *   eligible (engine.c)         a client below its battery's floor takes no job, nor one that
+ *                               does not charge under federation.participation: charging-only
  *   finish_dispatch (engine.c)  the job's death time, from its phases (sim_eng_energy_dispatch):
  *                               when it comes before the job's end the job is lost then
  *   handle (engine.c)           at a job's end, arrived or lost, its energy is counted and
  *                               drawn (sim_eng_energy_job_end)
  *   sync.c, async.c             a round or refill that found no client waits for a battery's
- *                               recharge as for a client coming online (sim_eng_next_change)
+ *                               recharge, or its charging to start, as for a client coming
+ *                               online (sim_eng_next_change)
+ *   sim_eng_sel_client          what a selection policy sees of a battery (sim_eng_energy_view)
+ *   outputs.c                   each event's energy and reason, clients.tsv's columns
  * A battery is moved forward only at those calls, at the event's time, so a resumed run and a
  * run with any worker count do the same arithmetic in the same order. Between jobs a battery
  * draws its profile's idle power; during a job each phase's.
