@@ -295,6 +295,18 @@ static void test_runs(void)
     CHECK_MSG(died >= 2, "%d batteries died", died);
     check_accounting("dies");
 
+    /* every battery dead and none charging: the run stops, and says why */
+    CHECK(run("all-dead", "--cost-only " POWER DIES " --set 'devices.mix=[{profile: slow, share: "
+                          "1}]'") != 0);
+    char ep[200];
+    size_t elen;
+    snprintf(ep, sizeof ep, "%s/all-dead.err", dir);
+    char *msg = test_slurp(ep, &elen);
+    CHECK_MSG(msg && strstr(msg, "no client can take part now or later (all excluded, out of "
+                                 "battery or offline for good)"),
+              "%s", msg ? msg : "");
+    free(msg);
+
     /* charging: round 1's jobs on slow devices die 2 s into training to the ns; a client
      * charged back takes a job that arrives */
     CHECK(run("charges", "--workers 0 " POWER CHARGES) == 0);
