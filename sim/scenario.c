@@ -143,25 +143,29 @@ static void resolve_path(char *out, size_t n, sim_yaml *node, const char *p)
     }
 }
 
-/* The same for trace files named inside scenario device profiles (availability, speed), which
- * devices/ resolves against the YAML file's folder when it reads them. */
+/* The same for trace files named inside scenario device profiles (availability, speed, a
+ * battery's own charging process), which devices/ resolves against the YAML file's folder when
+ * it reads them. */
+static void absolutize_file(const sim_yaml *spec)
+{
+    for (int q = 0; spec && spec->kind == SIM_YAML_MAP && q < spec->n; q++)
+        if (!strcmp(spec->keys[q], "file") && spec->items[q]->kind == SIM_YAML_SCALAR) {
+            char path[512], raw[512];
+            snprintf(raw, sizeof raw, "%s", spec->items[q]->value);
+            resolve_path(path, sizeof path, spec->items[q], raw);
+        }
+}
+
 static void absolutize_traces(const sim_yaml *profiles)
 {
-    static const char *const keys[] = {"availability", "speed"};
     for (int i = 0; profiles && profiles->kind == SIM_YAML_MAP && i < profiles->n; i++) {
         const sim_yaml *m = profiles->items[i];
-        for (int j = 0; m->kind == SIM_YAML_MAP && j < m->n; j++) {
-            const sim_yaml *spec = m->items[j];
-            if (spec->kind != SIM_YAML_MAP ||
-                (strcmp(m->keys[j], keys[0]) && strcmp(m->keys[j], keys[1])))
-                continue;
-            for (int q = 0; q < spec->n; q++)
-                if (!strcmp(spec->keys[q], "file") && spec->items[q]->kind == SIM_YAML_SCALAR) {
-                    char path[512], raw[512];
-                    snprintf(raw, sizeof raw, "%s", spec->items[q]->value);
-                    resolve_path(path, sizeof path, spec->items[q], raw);
-                }
-        }
+        if (m->kind != SIM_YAML_MAP) continue;
+        absolutize_file(sim_yaml_get(m, "availability"));
+        absolutize_file(sim_yaml_get(m, "speed"));
+        const sim_yaml *b = sim_yaml_get(m, "battery");
+        const sim_yaml *ch = b && b->kind == SIM_YAML_MAP ? sim_yaml_get(b, "charging") : NULL;
+        absolutize_file(ch && ch->kind == SIM_YAML_MAP ? sim_yaml_get(ch, "when") : NULL);
     }
 }
 
