@@ -219,12 +219,14 @@ void dev_profile_copy(dev_profile *dst, const dev_profile *src)
     *dst = *src;
     dev_trace_ref(dst->speed);
     dev_trace_ref(dst->avail.trace);
+    dev_battery_copy(&dst->battery, &src->battery);
 }
 
 void dev_profile_destroy(dev_profile *p)
 {
     if (!p) return;
     dev_avail_spec_destroy(&p->avail);
+    dev_battery_destroy(&p->battery);
     dev_trace_free(p->speed);
     memset(p, 0, sizeof *p);
 }
@@ -404,6 +406,7 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
     }
     const sim_yaml *avail = sim_yaml_get(node, "availability");
     const sim_yaml *speed = sim_yaml_get(node, "speed");
+    const sim_yaml *power = sim_yaml_get(node, "power"), *battery = sim_yaml_get(node, "battery");
     /* every key is read: a misspelled one is reported before a trace file is opened */
     if ((rc = sim_yaml_check_keys(node, err))) return rc;
     if ((v = avail)) {
@@ -424,6 +427,17 @@ static int read_profile(dev_profile *out, const sim_yaml *node, int have_base, s
         dev_trace_free(out->speed);
         out->speed = t;
     }
+    if ((v = power) && (rc = dev_power_from_yaml(&out->power, v, err))) return rc;
+    if ((v = battery)) {
+        dev_battery b;
+        if ((rc = dev_battery_from_yaml(&b, v, err))) return rc;
+        dev_battery_destroy(&out->battery);
+        out->battery = b;
+    }
+    if (out->battery.capacity_j > 0 && !out->power.set)
+        return sim_yaml_fail(battery ? battery : node, err,
+                             "battery: the profile needs power figures too (power: {train: 2 W, "
+                             "up: 1.2 W, down: 0.9 W, idle: 0.05 W})");
     return sim_yaml_check_used(node, err);
 }
 
@@ -467,6 +481,17 @@ const sim_key dev_profile_keys[] = {
          .doc = "`{file: F}`: a speed-factor trace"},
         {"source", SIM_KEY_STRING, .custom = 1,
          .doc = "where the figures come from, for `fedsim devices` (at most 159 characters)"},
+        {"power", SIM_KEY_MAP, .custom = 1, .dflt = "none",
+         .doc = "`{train: 2 W, up: 1.2 W, down: 0.9 W, idle: 0.05 W}` (W or mW; idle may be left "
+                "out: 0): the draw in each phase of a job, and between jobs; a job's energy is "
+                "each phase's power × its simulated duration (`energy_j` in clients.tsv). Used "
+                "only with `devices.energy: true`"},
+        {"battery", SIM_KEY_MAP, .custom = 1, .dflt = "none",
+         .doc = "`{capacity: 15 Wh, initial: 80% or {uniform: [30%, 100%]}, floor: 20%, charging: "
+                "{rate: 10 W, when: online}}` (initial 100% and floor 0 unless given; `when`: "
+                "`online`, `offline`, `always`, `never` or a process written as `availability`). "
+                "A job that would take the level down to the floor is lost at that instant, and "
+                "the client takes no job until charging brings it above the floor. Needs `power`"},
         {0},
 };
 
@@ -566,9 +591,11 @@ void dev_profile_describe(const dev_profile *p, char *buf, size_t n)
         sim_format_time(t, sizeof t, p->step_overhead_ns);
         snprintf(oh, sizeof oh, ", step_overhead %s", t);
     }
+    char en[320];
+    dev_energy_describe(&p->power, &p->battery, en, sizeof en);
     snprintf(buf, n,
              "compute %s, up %s, down %s, latency %s, memory %s, capacity %s, sparse_eff %.3g%s%s, "
-             "availability %s%s%s",
+             "availability %s%s%s%s",
              v[0], v[1], v[2], v[3], v[4], cap, p->sparse_eff, bw, oh, av,
-             p->speed ? ", speed " : "", sp);
+             p->speed ? ", speed " : "", sp, en);
 }

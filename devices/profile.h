@@ -36,7 +36,10 @@
  *   {compute: 8 GFLOPS, up: 10 Mbps, down: 40 Mbps, latency: 40 ms, memory: 2 GiB,
  *    capacity: 0.5, sparse_eff: 0.3, mem_bandwidth: 10 GB/s, step_overhead: 1.5 ms,
  *    availability: {kind: markov, mean_on: 30 min, mean_off: 1 h},
- *    speed: {file: load.trace, loop: 1 d}, source: "what the figures come from"}
+ *    speed: {file: load.trace, loop: 1 d}, source: "what the figures come from",
+ *    power: {train: 2 W, up: 1.2 W, down: 0.9 W, idle: 0.05 W},
+ *    battery: {capacity: 15 Wh, initial: {uniform: [30%, 100%]}, floor: 20%,
+ *              charging: {rate: 10 W, when: online}}}
  * and compute, up, down, latency and memory may instead be per-client distributions,
  *   {lognormal: 20 Mbps, sigma: 0.5, min: 1 Mbps, max: 1 Gbps}   median 20 Mbps, log-space sigma,
  *                                                               optional clamps
@@ -51,6 +54,7 @@
 #define DEV_PROFILE_H
 
 #include "devices/avail.h"
+#include "devices/energy.h"
 #include "devices/trace.h"
 #include "sim/base.h"
 #include "sim/keys.h"
@@ -112,6 +116,8 @@ typedef struct dev_profile {
     dev_trace *speed;               /* speed factor over time (owned reference), NULL = always 1 */
     dev_dist dist[DEV_FIELD_COUNT]; /* per-client distributions; while one is not FIXED its field
                                        holds the nominal value: the median, or the midpoint */
+    dev_power power;                /* what it draws (devices/energy.h); unset: no energy */
+    dev_battery battery;            /* capacity 0: none (owns its charging trace's reference) */
 } dev_profile;
 
 /* A job's work as a device sees it (sim/cost.c makes it from the job's nn_cost and steps).

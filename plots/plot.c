@@ -114,12 +114,12 @@ static void base_name(char *out, size_t n, const char *dir)
 }
 
 /* The n-row columns of m, in one list: what load grows and base_copy duplicates. */
-enum { N_COLUMNS = 11 };
+enum { N_COLUMNS = 12 };
 static void columns(plot_metrics *m, double **col[N_COLUMNS])
 {
-    double **c[N_COLUMNS] = {&m->time_s,   &m->bytes,        &m->acc,    &m->acc_pers,
-                             &m->acc_p10,  &m->dropped,      &m->round,  &m->flops,
-                             &m->acc_base, &m->acc_base_p10, &m->acc_val};
+    double **c[N_COLUMNS] = {&m->time_s,   &m->bytes,        &m->acc,     &m->acc_pers,
+                             &m->acc_p10,  &m->dropped,      &m->round,   &m->flops,
+                             &m->acc_base, &m->acc_base_p10, &m->acc_val, &m->energy};
     memcpy(col, c, sizeof c);
 }
 
@@ -136,7 +136,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
     char line[4096], head[4096], *f[MAX_COLUMNS], *h[MAX_COLUMNS];
     int cap = 0, header = 0, nf = 0, ln = 0, rc = SIM_OK;
     int c_t = -1, c_up = -1, c_down = -1, c_acc = -1, c_pers = -1, c_p10 = -1, c_drop = -1,
-        c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1, c_val = -1;
+        c_round = -1, c_flops = -1, c_base = -1, c_base_p10 = -1, c_val = -1, c_energy = -1;
     while (!rc && fgets(line, sizeof line, fp)) {
         ln++;
         if (!strchr(line, '\n')) {
@@ -178,6 +178,7 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
             c_base = col_index(f, nf, "acc_base_mean");
             c_base_p10 = col_index(f, nf, "acc_base_p10");
             c_val = col_index(f, nf, "acc_val_mean");
+            c_energy = col_index(f, nf, "client_energy_j");
             if (c_t < 0 || c_up < 0 || c_down < 0) {
                 fclose(fp);
                 return sim_fail(err, SIM_EFORMAT, path, ln, 0,
@@ -211,6 +212,8 @@ int plot_metrics_load(plot_metrics *m, const char *run_dir, sim_err *err)
         m->acc_base[i] = field(f, k, c_base);
         m->acc_base_p10[i] = field(f, k, c_base_p10);
         m->acc_val[i] = field(f, k, c_val);
+        m->energy[i] = field(f, k, c_energy);
+        m->has_energy |= !isnan(m->energy[i]);
         m->has_base |= !isnan(m->acc_base[i]);
         m->has_global |= !isnan(m->acc[i]);
         m->has_pers |= !isnan(m->acc_pers[i]);
@@ -384,7 +387,8 @@ int plot_close(plot_proc *p)
     return WIFEXITED(st) && WEXITSTATUS(st) ? WEXITSTATUS(st) : WIFEXITED(st) && !lost ? 0 : -1;
 }
 
-static const char *const fig_names[] = {"acc_time", "acc_bytes", "timeline", "to_target", "links"};
+static const char *const fig_names[] = {"acc_time",  "acc_bytes", "timeline",
+                                        "to_target", "links",     "acc_energy"};
 enum { N_FIGS = sizeof fig_names / sizeof fig_names[0] };
 
 void plot_remove(const plot_opts *o, const char *out_dir)
@@ -456,6 +460,17 @@ void plot_time_unit(double max_s, double *div, const char **label)
         *div = 1, *label = "s";
 }
 
+/* joules: J, kJ or MJ */
+static void energy_unit(double max, double *div, const char **label)
+{
+    if (max >= 2e6)
+        *div = 1e6, *label = "MJ";
+    else if (max >= 2e3)
+        *div = 1e3, *label = "kJ";
+    else
+        *div = 1, *label = "J";
+}
+
 void plot_bytes_unit(double max, double *div, const char **label)
 {
     if (max >= 2.0 * (1 << 30))
@@ -502,7 +517,8 @@ typedef struct plot_bands {
 static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1",
                                       "#9c755f", "#76b7b2", "#edc948", "#ff9da7", "#bab0ac"};
 
-/* The accuracy curves of runs m[0..n) against time (what = 0) or bytes (what = 1). One run: its
+/* The accuracy curves of runs m[0..n) against time (what = 0), bytes (1) or the clients' energy
+ * (2: no seed bands, b NULL). One run: its
  * global, personalized mean and bottom-decile curves; several: one curve per run, or per group of
  * runs that differ only in their seed (b), each legend saying which accuracy it is when they are
  * not all the same one (else the y axis says). nv holds (legend, run folder) pairs. */
@@ -513,17 +529,22 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
     double xmax = 0;
     for (int r = 0; r < n; r++)
         for (int i = 0; i < m[r].n; i++) {
-            double x = what ? m[r].bytes[i] : m[r].time_s[i];
+            double x = what == 2 ? m[r].energy[i] : what ? m[r].bytes[i] : m[r].time_s[i];
             if (x > xmax) xmax = x;
         }
     double div;
     const char *unit;
-    if (what)
+    if (what == 2)
+        energy_unit(xmax, &div, &unit);
+    else if (what)
         plot_bytes_unit(xmax, &div, &unit);
     else
         plot_time_unit(xmax, &div, &unit);
-    plot_begin(f, o, out_dir, what ? "acc_bytes" : "acc_time", title);
-    if (what)
+    static const char *const fig[3] = {"acc_time", "acc_bytes", "acc_energy"};
+    plot_begin(f, o, out_dir, fig[what], title);
+    if (what == 2)
+        fprintf(f, "set xlabel 'cumulative energy of the clients'' jobs (%s)'\n", unit);
+    else if (what)
         fprintf(f, "set xlabel 'cumulative bytes, up + down (%s%s)'\n", unit,
                 o->log_x ? ", log scale" : "");
     else
@@ -536,14 +557,16 @@ static void acc_figure(FILE *f, const plot_opts *o, const char *out_dir, int wha
             kinds == 1   ? "accuracy: global model on the test set"
             : kinds == 2 ? "accuracy: personalized models, mean over clients"
                          : "accuracy (fraction correct)");
-    if (what && o->log_x)
+    if (what == 1 && o->log_x)
         fputs("set logscale x\n", f);
     else if (xmax > 0)
         fputs("set xrange [0:*]\n", f);
     else /* the initial model's row alone (a live plot's first): [0:0] is no range */
         fputs("set xrange [0:1]\n", f);
     char x[160];
-    if (what)
+    if (what == 2)
+        snprintf(x, sizeof x, "(column('client_energy_j')/%.17g)", div);
+    else if (what)
         snprintf(x, sizeof x, "((column('bytes_up')+column('bytes_down'))/%.17g)", div);
     else
         snprintf(x, sizeof x, "(column('sim_time_s')/%.17g)", div);
@@ -653,6 +676,11 @@ int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *
         acc_figure(f, o, out_dir, 0, &m, 1, names, NULL, title);
         snprintf(title, sizeof title, "%s: accuracy vs bytes communicated", m.name);
         acc_figure(f, o, out_dir, 1, &m, 1, names, NULL, title);
+        if (m.has_energy) {
+            figs |= PLOT_FIG_ACC_ENERGY;
+            snprintf(title, sizeof title, "%s: accuracy vs the clients' energy", m.name);
+            acc_figure(f, o, out_dir, 2, &m, 1, names, NULL, title);
+        }
     }
     figs |= plot_timeline(f, o, run_dir, out_dir, m.name);
     fflush(f);
@@ -813,6 +841,13 @@ int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n_ru
         figs = PLOT_FIG_ACC_TIME | PLOT_FIG_ACC_BYTES | PLOT_FIG_TO_TARGET;
         acc_figure(f, o, out_dir, 0, m, n, nv, &bands, "accuracy vs simulated time");
         acc_figure(f, o, out_dir, 1, m, n, nv, &bands, "accuracy vs bytes communicated");
+        int energy = 1;
+        for (int i = 0; i < n; i++)
+            energy &= m[i].has_energy || !(m[i].has_global || m[i].has_pers);
+        if (energy) { /* every run with a curve has energy: seeds as separate curves */
+            figs |= PLOT_FIG_ACC_ENERGY;
+            acc_figure(f, o, out_dir, 2, m, n, nv, NULL, "accuracy vs the clients' energy");
+        }
         double td, bd;
         const char *tu, *bu;
         plot_time_unit(tmax, &td, &tu);

@@ -44,8 +44,9 @@ typedef struct plot_metrics {
     double *acc_base, *acc_base_p10; /* n each (owned): the base algorithm's personalized mean and
                                       * bottom decile (fl_algo.base), NaN without one */
     double *acc_val; /* n (owned): mean accuracy on the clients' validation splits, NaN without */
+    double *energy;  /* n (owned): cumulative client energy (J), NaN without devices.energy */
     char base[64];   /* its name, from " base=NAME" in the header line, or "" */
-    int has_global, has_pers, has_p10, has_base; /* the column has at least one number (not NaN) */
+    int has_global, has_pers, has_p10, has_base, has_energy; /* the column has a number (not NaN) */
     int is_base; /* its base's run (plot_metrics_load_runs): acc_base_* are its personalized ones */
     int use_pers; /* set by the caller: judge by the personalized mean when there is one */
 } plot_metrics;
@@ -107,17 +108,19 @@ enum {
     PLOT_FIG_ACC_BYTES = 2,
     PLOT_FIG_TIMELINE = 4,
     PLOT_FIG_TO_TARGET = 8,
-    PLOT_FIG_LINKS = 16, /* a run with a network: its shared links' utilization (links.tsv) */
+    PLOT_FIG_LINKS = 16,      /* a run with a network: its shared links' utilization (links.tsv) */
+    PLOT_FIG_ACC_ENERGY = 32, /* runs with devices.energy */
 };
 
 /* Draw one run's plots into out_dir (NULL: the run folder): acc_time, acc_bytes (once
- * metrics.tsv has an accuracy) and timeline (the last o->window rounds of timeline.tsv).
- * Returns the PLOT_FIG_* asked for (0: nothing to draw), or a negative error: a metrics.tsv
- * that is not one (a field that is not a number, an axis that is not finite, an accuracy out of
- * [0, 1]) is named by file, line and column. */
+ * metrics.tsv has an accuracy), acc_energy (when it has client_energy_j too) and timeline (the last
+ * o->window rounds of timeline.tsv). Returns the PLOT_FIG_* asked for (0: nothing to draw), or a
+ * negative error: a metrics.tsv that is not one (a field that is not a number, an axis that is not
+ * finite, an accuracy out of [0, 1]) is named by file, line and column. */
 int plot_run(plot_proc *p, const plot_opts *o, const char *run_dir, const char *out_dir,
              sim_err *err);
-/* Overlay n runs in out_dir: acc_time, acc_bytes and to_target (plus to_target.tsv, the bars'
+/* Overlay n runs in out_dir: acc_time, acc_bytes, acc_energy (when every run has energy)
+ * and to_target (plus to_target.tsv, the bars'
  * data, written whole). names[i] is the legend of run i (NULL, or names NULL: from its
  * metrics.tsv, or its folder when two runs share a name). Returns as plot_run. */
 int plot_overlay(plot_proc *p, const plot_opts *o, const char *out_dir, int n,

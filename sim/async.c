@@ -37,7 +37,7 @@ int sim_async_fill(sim_engine *e, sim_err *err)
     for (int32_t c = 0; c < e->n; c++) {
         sim_client *cl = &e->c[c];
         if (cl->excluded || cl->busy) continue;
-        sim_time t = dev_avail_next_change(&cl->avail, e->now);
+        sim_time t = sim_eng_next_change(e, c);
         if (t < next) next = t;
     }
     if (next != DEV_TIME_NEVER) {

@@ -133,8 +133,10 @@ void sim_cli_price_job(const sim_cli_prices *p, int k, const dev_profile *d, dou
                        double act, double steps, dev_phases *ph);
 /* Each client's round-1 job time in seconds (INFINITY: never ends) as check prices it (its own
  * samples and steps, its class's ratios and messages, its device at time 0; p priced) into out_s:
- * what a selection policy with SIM_SEL_PREDICTED reads (sim_run_spec.predicted_s). */
-void sim_cli_predict_jobs(const sim_cli_prices *p, const sim_scenario *sc, double *out_s);
+ * what a selection policy with SIM_SEL_PREDICTED reads (sim_run_spec.predicted_s); and into
+ * out_j (unless NULL) the job's energy in joules by its profile's power figures. */
+void sim_cli_predict_jobs(const sim_cli_prices *p, const sim_scenario *sc, double *out_s,
+                          double *out_j);
 /* Every warning about sc, each on a line of f after prefix: the algorithm's (fl_algo.warn),
  * capacities a model exceeds, and clients that can never contribute (the header of
  * sim/cmd_warn.c says which, and how it is decided; a deadline's needs p priced). Returns how

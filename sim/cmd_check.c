@@ -41,6 +41,46 @@ static void print_contention(const sim_scenario *sc, double msg, sim_time lo, si
            k, m, cap, all, k, a, b);
 }
 
+/* With devices.energy: each device's table job in joules, phase by phase (power x the phase's
+ * time), and how many of them a battery affords from full down to its floor (idle and charging
+ * aside: what the jobs alone take). */
+static void print_energy(const sim_scenario *sc, const sim_cli_prices *pr, double flops, double act,
+                         int steps)
+{
+    int any = 0;
+    for (int k = 0; k < pr->n_cls; k++)
+        any |= sc->devices[pr->cls[k].first].power.set;
+    if (!any) return;
+    printf("# energy per device, the same job; jobs a full battery affords down to its floor "
+           "(idle and charging aside):\n");
+    printf("# %-20s %12s %12s %12s %12s %12s\n", "device", "download", "train", "upload", "job",
+           "per battery");
+    for (int k = 0; k < pr->n_cls; k++) {
+        const sim_cli_class *cl = &pr->cls[k];
+        const dev_profile *d = &sc->devices[cl->first];
+        if (!d->power.set) {
+            printf("# %-20s %12s\n", cl->name, "no power figures");
+            continue;
+        }
+        dev_phases ph;
+        sim_cli_price_job(pr, k, d, flops, act, steps, &ph);
+        double j[3] = {dev_energy_job(&d->power, 0, ph.down_end, 0, 0, DEV_TIME_NEVER),
+                       dev_energy_job(&d->power, ph.down_end, ph.down_end, ph.train_end,
+                                      ph.train_end, DEV_TIME_NEVER),
+                       dev_energy_job(&d->power, ph.train_end, ph.train_end, ph.train_end,
+                                      ph.up_end, DEV_TIME_NEVER)};
+        double job =
+                dev_energy_job(&d->power, 0, ph.down_end, ph.train_end, ph.up_end, DEV_TIME_NEVER);
+        char per[32] = "mains";
+        const dev_battery *b = &d->battery;
+        if (b->capacity_j > 0)
+            snprintf(per, sizeof per, "%.0f",
+                     job > 0 ? floor(b->capacity_j * (1 - b->floor) / job) : INFINITY);
+        printf("# %-20s %10.4g J %10.4g J %10.4g J %10.4g J %12s\n", cl->name, j[0], j[1], j[2],
+               job, per);
+    }
+}
+
 static int cmd_check(int argc, char **argv, rank_hooks *ranks)
 {
     (void)ranks;
@@ -128,6 +168,7 @@ static int cmd_check(int argc, char **argv, rank_hooks *ranks)
         down_lo = ph.down < down_lo ? ph.down : down_lo;
         down_hi = ph.down > down_hi ? ph.down : down_hi;
     }
+    print_energy(&sc, &pr, flops, act, steps);
     if (sc.spec.net) print_contention(&sc, msg, down_lo, down_hi);
     sim_cli_prices_destroy(&pr);
     sim_scenario_destroy(&sc);

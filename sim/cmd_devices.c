@@ -43,7 +43,7 @@ static int cmd_devices(int argc, char **argv, rank_hooks *ranks)
     if (dev_catalog_load(&cat, path, &err)) return sim_cli_print_err(&err);
     printf("# %s\n", path);
     for (int i = 0; i < cat.n; i++) {
-        char line[512];
+        char line[1024];
         dev_profile_describe(&cat.profiles[i], line, sizeof line);
         printf("%-20s %s\n", cat.profiles[i].name, line);
         if (cat.profiles[i].source[0]) printf("%-20s source: %s\n", "", cat.profiles[i].source);

@@ -187,8 +187,13 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     int warned = rc ? 0 : sim_cli_warnings(sc, &pr, stderr, "fedsim: warning: ");
     if (!rc && predict) {
         sc->predicted_s = sim_xmalloc(sizeof(double) * (size_t)sc->spec.n_clients);
-        sim_cli_predict_jobs(&pr, sc, sc->predicted_s);
+        int energy = 0;
+        for (int c = 0; c < sc->spec.n_clients && !energy; c++)
+            energy = sc->devices[c].power.set;
+        if (energy) sc->predicted_j = sim_xmalloc(sizeof(double) * (size_t)sc->spec.n_clients);
+        sim_cli_predict_jobs(&pr, sc, sc->predicted_s, sc->predicted_j);
         sc->spec.predicted_s = sc->predicted_s;
+        sc->spec.predicted_j = sc->predicted_j;
     }
     sim_cli_prices_destroy(&pr);
     if (rc || (warned && o->strict)) {
@@ -410,7 +415,8 @@ static const char run_usage[] =
         "refreshes every 5 s while it runs [png]: acc_time (accuracy vs simulated time),\n"
         "acc_bytes (vs bytes up + down; --plot-logx: log axis), timeline (per-client\n"
         "download/train/upload bars of the last N rounds [5], lost and late jobs marked);\n"
-        "with network: links.tsv and links.png (each shared link's load over time).\n"
+        "with network: links.tsv and links.png (each shared link's load over time), and\n"
+        "with devices.energy acc_energy (vs the joules the clients' jobs drew).\n"
         "--set overrides any key (e.g. --set federation.per_round=20; scenario keys and\n"
         "their defaults: scenarios/README.md); --seed N is --set seed=N; --cost-only skips\n"
         "the math and reports the FLOPs and bytes the jobs would have; -q: no progress\n"

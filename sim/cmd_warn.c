@@ -139,12 +139,16 @@ static void price_client(const sim_cli_prices *p, const sim_scenario *sc, int c,
     sim_cli_price_job(p, p->of[c], &sc->devices[c], job.flops, job.bytes, (double)steps, ph);
 }
 
-void sim_cli_predict_jobs(const sim_cli_prices *p, const sim_scenario *sc, double *out_s)
+void sim_cli_predict_jobs(const sim_cli_prices *p, const sim_scenario *sc, double *out_s,
+                          double *out_j)
 {
     for (int c = 0; c < sc->part.n_clients; c++) {
         dev_phases ph;
         price_client(p, sc, c, &ph);
         out_s[c] = ph.up_end == DEV_TIME_NEVER ? INFINITY : 1e-9 * (double)ph.up_end;
+        if (out_j)
+            out_j[c] = dev_energy_job(&sc->devices[c].power, 0, ph.down_end, ph.train_end,
+                                      ph.up_end, DEV_TIME_NEVER);
     }
 }
 

@@ -59,7 +59,9 @@ static int eligible(void *ctx, int32_t c)
 {
     sim_engine *e = ctx;
     sim_client *cl = &e->c[c];
-    return !cl->excluded && !cl->busy && online(e, c, e->now);
+    return !cl->excluded && !cl->busy && online(e, c, e->now) &&
+           (!e->en || (sim_eng_energy_ok(e, c) &&
+                       (!e->spec.fed.charging_only || sim_eng_energy_charging(e, c))));
 }
 
 /* What a real server knows of client c: its samples and declared device, the job time that
@@ -81,7 +83,11 @@ void sim_eng_sel_client(const void *ctx, int32_t c, sim_sel_client *out)
             .jobs = cl->jobs,
             .arrived = cl->arrived,
             .lost = cl->lost,
+            .battery_j = INFINITY,
+            .charging_w = 0,
+            .predicted_j = e->spec.predicted_j ? e->spec.predicted_j[c] : NAN,
     };
+    if (e->en) sim_eng_energy_view(e, c, &out->battery_j, &out->charging_w);
 }
 
 static sim_sel_view sel_view(sim_engine *e)
@@ -222,6 +228,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         free(cl->pending_priv);
         cl->pending_priv = NULL;
         sim_eng_log_event(e, ev->kind, ev->who, 0, 0);
+        if (e->en) sim_eng_energy_job_end(e, ev->who); /* after the event names its reason */
         sim_eng_timeline_row(e, ev->who,
                              e->now < cl->job_down_end    ? "download"
                              : e->now < cl->job_train_end ? "train"
@@ -243,6 +250,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
     }
 arrived:
     if (e->net) sim_eng_net_job_end(e, ev->who);
+    if (e->en) sim_eng_energy_job_end(e, ev->who);
     cl->busy = 0;
     cl->arrived++;
     /* the server now has the job's report, on time or late */
@@ -388,6 +396,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
                       e->sel->name);
     if (!rc) e->server = spec->algo->server_new(&e->spec.env, err);
     if (!rc && !e->server) rc = SIM_EINVAL; /* server_new filled err */
+    if (!rc) rc = sim_eng_energy_new(e, err);
     uint64_t out_len[OUT_COUNT];
     if (!rc && spec->resume) {
         assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");
@@ -435,6 +444,7 @@ void sim_engine_free(sim_engine *e)
     free(e->buf);
     sim_queue_destroy(&e->q);
     if (e->net) sim_eng_net_free(e);
+    sim_eng_energy_free(e);
     sim_pool_free(e->pool);
     sim_eng_jobs_free(e);
     fl_worker_destroy(&e->worker);

@@ -63,6 +63,7 @@ typedef struct sim_fed_config {
     double stale_a, stale_b; /* poly: (1+τ)^-a; hinge: 1 if τ <= b else 1/(a(τ−b)+1) */
     double overhead_bytes;   /* protocol overhead added to every message */
     sim_time max_time;       /* stop at this simulated time (0 = none) */
+    int charging_only;       /* federation.participation: charging-only (needs devices.energy) */
     const sim_sel_policy *selection; /* who gets a job (sim/select.h); NULL: uniform */
     const void *selection_cfg;       /* its config block (NULL: a policy without keys) */
 } sim_fed_config;
@@ -107,6 +108,8 @@ typedef struct sim_run_spec {
      * prices its round-1 job (sim_cli_predict_jobs), for a selection policy that reads them
      * (SIM_SEL_PREDICTED; borrowed); NULL: none */
     const double *predicted_s;
+    /* with it and devices.energy, the same jobs' energy in joules (dev_energy_job), else NULL */
+    const double *predicted_j;
     /* shared links (borrowed); NULL: every transfer has its client's link to itself */
     const sim_net_config *net;
     const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */

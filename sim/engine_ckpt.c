@@ -517,10 +517,11 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, payload_len(CKPT_VERSION) + (e->net != NULL));
+    msgpack_pack_array(&pk, payload_len(CKPT_VERSION) + (e->net != NULL) + (e->en != NULL));
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
         ckpt_parts[i].pack(&x, &pk);
-    if (e->net) sim_eng_net_pack(e, &pk); /* a run with a network: one part more, its last */
+    if (e->net) sim_eng_net_pack(e, &pk);   /* a run with a network: one part more */
+    if (e->en) sim_eng_energy_pack(e, &pk); /* with batteries: one more, the last */
     char path[1100];
     sim_eng_ckpt_path(e, path, sizeof path);
     rc = sim_checkpoint_write(path, sb.data, sb.size, err);
@@ -547,7 +548,7 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
                         "checkpoint format version %lld; this fedsim reads versions %d to %d; not "
                         "loaded",
                         (long long)version, CKPT_OLDEST, CKPT_VERSION);
-    if (n != payload_len((int)version) + (e->net != NULL))
+    if (n != payload_len((int)version) + (e->net != NULL) + (e->en != NULL))
         return ckpt_bad(path, "field count", err);
     const msgpack_object *end = o + n;
     ckpt_ctx x = {.e = e, .version = (int)version, .path = path};
@@ -571,6 +572,15 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
         const char *bad = sim_eng_net_unpack(e, o < end ? o : NULL, why, sizeof why);
         if (bad) {
             snprintf(what, sizeof what, "network: %s", bad);
+            return ckpt_bad(path, what, err);
+        }
+        o++;
+    }
+    if (e->en) {
+        char why[160], what[200];
+        const char *bad = sim_eng_energy_unpack(e, o < end ? o : NULL, why, sizeof why);
+        if (bad) {
+            snprintf(what, sizeof what, "energy: %s", bad);
             return ckpt_bad(path, what, err);
         }
     }

@@ -8,7 +8,9 @@
  *   eval.c        evaluation of the global and personalized models (an observer: no sim time);
  *   outputs.c     the run folder's files, the trace and the progress line;
  *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it,
- *                 sim/record.h writes and reads its records).
+ *                 sim/record.h writes and reads its records);
+ *   engine_net.c  transfers over shared links (`network:`);
+ *   engine_energy.c job energy and batteries (devices.energy).
  * Callers outside sim/engine*.c, sync.c, async.c, eval.c and outputs.c see only sim/engine.h.
  */
 #ifndef SIM_ENGINE_INT_H
@@ -67,6 +69,14 @@ typedef struct sim_netjob {
     int phase;           /* SIM_NJ_* */
 } sim_netjob;
 
+/* A client's energy and battery (engine_energy.c; runs where some profile has power figures) */
+typedef struct sim_energy {
+    dev_batt b;
+    double energy_j;  /* what its jobs drew so far (clients.tsv's energy_j) */
+    int battery_lost; /* jobs lost to the battery's floor */
+    int job_dies;     /* the job in flight ends at the floor (its loss is the battery's) */
+} sim_energy;
+
 /* The next flows' last bits (engine_net.c): an event of the engine's own, after the logged
  * kinds, never written to the event log */
 enum { SIM_EV_FLOW_END = SIM_EV_COUNT };
@@ -89,6 +99,7 @@ typedef struct sim_pending {
     int lost;          /* the device goes offline before train_lo: placed whole at dispatch */
     int sent;          /* trained on a worker */
     int down_placed;   /* its download's end (and a loss, if .lost) is in the queue */
+    int dies;          /* with .lost: the loss is its battery's (devices.energy) */
     long events_at;    /* events logged when it was dispatched (the lookahead log's) */
 } sim_pending;
 
@@ -116,7 +127,7 @@ typedef struct sim_metrics_col {
  * are held as doubles, printed exactly. */
 typedef struct sim_metrics {
     double round, time_s, bytes_up, bytes_down, flops, acc_global, loss_global;
-    double mean, p10, pooled, participants, dropped, density;
+    double mean, p10, pooled, participants, dropped, density, energy_j;
     double shift[SIM_MAX_SHIFTS];
     double base_mean, base_p10, base_shift[SIM_MAX_SHIFTS];
     double val;
@@ -181,6 +192,8 @@ struct sim_engine {
     double *link_used;
     int links_touched;
     int64_t links_len;
+    sim_energy *en;  /* [n] when some profile has power figures, else NULL */
+    double energy_j; /* with en: what every job that ended drew */
 };
 
 /* engine.c: the loop's services to the protocols */
@@ -276,6 +289,43 @@ int sim_eng_net_links_open(sim_engine *e, int resume, sim_err *err);
  * NULL, or what it refused. */
 void sim_eng_net_pack(sim_engine *e, msgpack_packer *pk);
 const char *sim_eng_net_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n);
+
+/* engine_energy.c: job energy and batteries (devices/energy.h), with en only */
+int sim_eng_energy_new(sim_engine *e, sim_err *err);
+void sim_eng_energy_free(sim_engine *e);
+int sim_eng_has_energy(const sim_engine *e);
+/* 1 when client c's battery is above its floor now (it may take a job). */
+int sim_eng_energy_ok(sim_engine *e, int32_t c);
+/* Client c's job is dispatched now: its battery, idle until now, is brought to now. */
+void sim_eng_energy_start(sim_engine *e, int32_t c);
+/* The instant client c's battery (as sim_eng_energy_start left it) reaches its floor in a job
+ * with these phase ends (DEV_TIME_NEVER: the phase does not end), when that is before end (its
+ * upload's end, or the client going offline); DEV_TIME_NEVER otherwise. The caller sets
+ * job_dies. */
+sim_time sim_eng_energy_death(const sim_engine *e, int32_t c, sim_time down_end, sim_time train_end,
+                              sim_time up_end, sim_time end);
+/* Client c's job ended now (arrived, or lost): its phases' energy is counted and drawn from its
+ * battery. Returns 1 when it was lost to the battery. */
+int sim_eng_energy_job_end(sim_engine *e, int32_t c);
+/* Client c's battery as a selection policy's view shows it (sim_sel_client.battery_j,
+ * charging_w), as of its last move (the engine moves an idle candidate's to now as it tests it
+ * eligible). */
+void sim_eng_energy_view(const sim_engine *e, int32_t c, double *battery_j, double *charging_w);
+/* 1 when client c's device charges now (a device without a battery: always, it is on mains). */
+int sim_eng_energy_charging(sim_engine *e, int32_t c);
+/* When idle client c may next change (its availability, or its battery charging above the
+ * floor): what a round or async refill waits for. */
+sim_time sim_eng_next_change(sim_engine *e, int32_t c);
+/* An event's energy_j (what the phase of client who's job that ends now drew: download_done,
+ * train_done, upload_done, job_lost; 0 for the others) and reason (job_lost's: "battery" or
+ * "offline"). */
+void sim_eng_energy_event(const sim_engine *e, int kind, int32_t who, double *joules,
+                          const char **reason);
+/* clients.tsv's energy_j and battery_end columns (with a tab after each): client c's values,
+ * or the header's when c < 0; "" without energy */
+void sim_eng_energy_cols(sim_engine *e, int32_t c, char *buf, size_t n);
+void sim_eng_energy_pack(sim_engine *e, msgpack_packer *pk);
+const char *sim_eng_energy_unpack(sim_engine *e, const msgpack_object *o, char *why, size_t n);
 
 /* engine_ckpt.c */
 /* A periodic checkpoint is due (every checkpoint_every rounds, once per round). */

@@ -154,6 +154,12 @@ static int predict(sim_engine *e, sim_pending *P, const fl_job *job, sim_err *er
      * its upload may not, on a link of 0 bit/s), its result is awaited now. */
     int may_never = ph.train_end == DEV_TIME_NEVER || dev->speed || !(dev->up_bps > 0);
     P->predicted = 1;
+    if (e->en) { /* a battery reaching its floor before the training could end loses the job */
+        sim_eng_energy_start(e, P->client);
+        sim_time d = sim_eng_energy_death(e, P->client, P->down_end, DEV_TIME_NEVER, DEV_TIME_NEVER,
+                                          P->off);
+        if (d < P->train_lo) P->off = d, P->dies = 1;
+    }
     if (P->off == DEV_TIME_NEVER && may_never)
         P->need_at = e->now;
     else if (P->off < P->train_lo)
@@ -191,6 +197,7 @@ static void commit(sim_engine *e, sim_pending *P, int deferred)
     cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[P->client];
     cl->job_start = e->now;
     P->events_at = e->tot.events;
+    if (e->en) sim_eng_energy_start(e, P->client);
     if (e->net) { /* the download starts now; the rest as the flows progress */
         sim_eng_net_start(e, P->client, db, P->seq);
         return;
@@ -206,6 +213,7 @@ static void commit(sim_engine *e, sim_pending *P, int deferred)
     cl->job_flops = P->flops;
     cl->busy_until = P->off;
     cl->busy_ns += P->off - e->now;
+    if (e->en) e->en[P->client].job_dies = P->dies;
     sim_queue_push_seq(&e->q, P->off, SIM_EV_JOB_LOST, P->client, P->id, P->seq + 2);
 }
 
@@ -270,6 +278,11 @@ static int place_job(sim_engine *e, sim_pending *P, sim_err *err)
     if (t_up == DEV_TIME_NEVER && off == DEV_TIME_NEVER)
         off = cl->job_start; /* the device can never finish (its speed stays 0): lost at once */
     sim_time end = off < t_up ? off : t_up;
+    if (e->en) { /* a battery that reaches its floor first ends the job then */
+        sim_time d = sim_eng_energy_death(e, c, t_down, t_train, t_up, end);
+        e->en[c].job_dies = d < end;
+        if (d < end) off = end = d;
+    }
     cl->busy_until = end;
     cl->busy_ns += end - cl->job_start;
     if (!P->down_placed && t_down <= end)

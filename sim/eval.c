@@ -178,6 +178,7 @@ static void write_row(sim_engine *e, sim_metrics *m)
     m->bytes_up = e->tot.bytes_up;
     m->bytes_down = e->tot.bytes_down;
     m->flops = e->tot.flops;
+    m->energy_j = e->energy_j;
     m->acc_global = e->tot.acc_global;
     m->loss_global = e->tot.loss_global;
     m->participants = e->participants;

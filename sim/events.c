@@ -8,14 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const fields[] = {"time_ns", "kind", "client", "round", "bytes", "flops"};
+/* a run with energy (devices.energy) adds the last two */
+static const char *const fields[] = {"time_ns", "kind",  "client",   "round",
+                                     "bytes",   "flops", "energy_j", "reason"};
 
 typedef struct ev_reader {
     const char *what;
-    FILE *out;   /* NULL: check only */
-    int header;  /* the header map has been read */
-    int n_kinds; /* kinds the header names (a prefix of sim_event_names) */
-    size_t base; /* stream offset of the bytes being decoded */
+    FILE *out;    /* NULL: check only */
+    int header;   /* the header map has been read */
+    int n_kinds;  /* kinds the header names (a prefix of sim_event_names) */
+    int n_fields; /* 6, or 8 with energy */
+    size_t base;  /* stream offset of the bytes being decoded */
 } ev_reader;
 
 static int str_is(const msgpack_object *o, const char *s)
@@ -34,10 +37,11 @@ static int is_float(const msgpack_object *o)
 static int take_header(ev_reader *r, const msgpack_object *o, size_t at, sim_err *err)
 {
     const msgpack_object *f = nn_map_get(o, "fields"), *k = nn_map_get(o, "kinds");
-    int ok = f && k && f->type == MSGPACK_OBJECT_ARRAY && f->via.array.size == 6 &&
+    int ok = f && k && f->type == MSGPACK_OBJECT_ARRAY &&
+             (f->via.array.size == 6 || f->via.array.size == 8) &&
              k->type == MSGPACK_OBJECT_ARRAY && k->via.array.size >= 1 &&
              k->via.array.size <= SIM_EV_COUNT;
-    for (uint32_t i = 0; ok && i < 6; i++)
+    for (uint32_t i = 0; ok && i < f->via.array.size; i++)
         ok = str_is(&f->via.array.ptr[i], fields[i]);
     for (uint32_t i = 0; ok && i < k->via.array.size; i++)
         ok = str_is(&k->via.array.ptr[i], sim_event_names[i]);
@@ -48,7 +52,10 @@ static int take_header(ev_reader *r, const msgpack_object *o, size_t at, sim_err
                         at);
     r->header = 1;
     r->n_kinds = (int)k->via.array.size;
-    if (r->out) fprintf(r->out, "time_s\tkind\tclient\tround\tbytes\tflops\n");
+    r->n_fields = (int)f->via.array.size;
+    if (r->out)
+        fprintf(r->out, "time_s\tkind\tclient\tround\tbytes\tflops%s\n",
+                r->n_fields == 8 ? "\tenergy_j\treason" : "");
     return SIM_OK;
 }
 
@@ -56,18 +63,25 @@ static int take_record(ev_reader *r, const msgpack_object *o, size_t at, sim_err
 {
     const msgpack_object *v = o->via.array.ptr;
     int64_t t, kind, client, round;
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 6 ||
+    int energy = r->n_fields == 8;
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != (uint32_t)r->n_fields ||
         nn_unpack_int(&v[0], 0, INT64_MAX, &t) || nn_unpack_int(&v[1], 0, r->n_kinds - 1, &kind) ||
         nn_unpack_int(&v[2], -1, INT32_MAX, &client) ||
-        nn_unpack_int(&v[3], 0, INT32_MAX, &round) || !is_float(&v[4]) || !is_float(&v[5]))
+        nn_unpack_int(&v[3], 0, INT32_MAX, &round) || !is_float(&v[4]) || !is_float(&v[5]) ||
+        (energy && (!is_float(&v[6]) || v[7].type != MSGPACK_OBJECT_STR || v[7].via.str.size > 16 ||
+                    memchr(v[7].via.str.ptr, '\t', v[7].via.str.size) ||
+                    memchr(v[7].via.str.ptr, '\n', v[7].via.str.size))))
         return sim_fail(err, SIM_EFORMAT, r->what, 0, 0,
                         "byte %zu: not an event record [time_ns, kind, client, round, bytes, "
-                        "flops]",
-                        at);
-    if (r->out)
-        fprintf(r->out, "%.9f\t%s\t%lld\t%lld\t%.0f\t%.0f\n", (double)t * 1e-9,
-                sim_event_names[kind], (long long)client, (long long)round, v[4].via.f64,
-                v[5].via.f64);
+                        "flops%s]",
+                        at, energy ? ", energy_j, reason" : "");
+    if (r->out) {
+        fprintf(r->out, "%.9f\t%s\t%lld\t%lld\t%.0f\t%.0f", (double)t * 1e-9, sim_event_names[kind],
+                (long long)client, (long long)round, v[4].via.f64, v[5].via.f64);
+        if (energy)
+            fprintf(r->out, "\t%.9f\t%.*s", v[6].via.f64, (int)v[7].via.str.size, v[7].via.str.ptr);
+        fprintf(r->out, "\n");
+    }
     return SIM_OK;
 }
 
@@ -128,7 +142,7 @@ static int finish(const ev_reader *r, sim_err *err)
 
 int sim_events_list_buf(const void *buf, size_t len, const char *what, FILE *out, sim_err *err)
 {
-    ev_reader r = {what, out, 0, 0, 0};
+    ev_reader r = {what, out, 0, 0, 0, 0};
     size_t used;
     int rc = feed(&r, buf, buf ? len : 0, 1, &used, err);
     return rc ? rc : finish(&r, err);
@@ -136,7 +150,7 @@ int sim_events_list_buf(const void *buf, size_t len, const char *what, FILE *out
 
 int sim_events_list(FILE *in, const char *what, FILE *out, sim_err *err)
 {
-    ev_reader r = {what, out, 0, 0, 0};
+    ev_reader r = {what, out, 0, 0, 0, 0};
     size_t cap = 4096, n = 0; /* buf holds at most one object cut off by the read */
     unsigned char *buf = sim_xmalloc(cap);
     int rc = SIM_OK, eof = 0;

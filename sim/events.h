@@ -3,11 +3,14 @@
  *
  * The file (the engine writes it, engine.h) is a self-description map {"fields": the six field
  * names, "kinds": the event kinds' names} followed by one array [time_ns, kind, client, round,
- * bytes, flops] per event. Nothing read is trusted: each object is walked by nn_msgpack_check
- * before msgpack-c unpacks it, and must be what the engine writes. A file that is not a complete
- * event log is an error naming the byte offset: one that does not open with the header, holds
- * anything but records after it, or ends inside one (truncated: the records before it are listed
- * first). The listing is "time_s kind client round bytes flops", tab-separated, one line each.
+ * bytes, flops] per event; a run with energy (devices.energy) names eight fields, each record
+ * ending with energy_j (what the phase that ended drew) and reason (a lost job's: "battery" or
+ * "offline"; "" otherwise), and its listing has those two columns more. Nothing read is trusted:
+ * each object is walked by nn_msgpack_check before msgpack-c unpacks it, and must be what the
+ * engine writes. A file that is not a complete event log is an error naming the byte offset: one
+ * that does not open with the header, holds anything but records after it, or ends inside one
+ * (truncated: the records before it are listed first). The listing is "time_s kind client round
+ * bytes flops", tab-separated, one line each.
  */
 #ifndef SIM_EVENTS_H
 #define SIM_EVENTS_H

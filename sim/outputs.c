@@ -56,6 +56,7 @@ static const metrics_col_spec metrics_cols[] = {
         {"bytes_up", COL_INT, M(bytes_up), 0, NULL},
         {"bytes_down", COL_INT, M(bytes_down), 0, NULL},
         {"client_flops", COL_G6, M(flops), 0, NULL},
+        {"client_energy_j", COL_TIME, M(energy_j), 0, sim_eng_has_energy}, /* to the nJ */
         {"acc_global", COL_F6, M(acc_global), 0, NULL},
         {"loss_global", COL_F6, M(loss_global), 0, NULL},
         {"acc_pers_mean", COL_F6, M(mean), 0, NULL},
@@ -170,27 +171,38 @@ int sim_eng_outputs_failed(sim_engine *e, sim_err *err)
     return SIM_OK;
 }
 
-/* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack, and as one text
- * line in the trace when one is asked for. */
+/* Every event: [time_ns, kind, client, round, bytes, flops] in events.msgpack (with energy,
+ * energy_j and reason after them: sim_eng_energy_event), and as one text line in the trace when
+ * one is asked for. */
 void sim_eng_log_event(sim_engine *e, int kind, int32_t who, double bytes, double flops)
 {
     e->tot.events++;
+    double joules = 0;
+    const char *reason = "";
+    if (e->en) sim_eng_energy_event(e, kind, who, &joules, &reason);
     if (e->out[OUT_EVENTS].f) {
         msgpack_packer *pk = &e->events_pk;
-        msgpack_pack_array(pk, 6);
+        msgpack_pack_array(pk, e->en ? 8 : 6);
         msgpack_pack_int64(pk, e->now);
         msgpack_pack_int(pk, kind);
         msgpack_pack_int32(pk, who);
         msgpack_pack_int32(pk, e->round);
         msgpack_pack_double(pk, bytes);
         msgpack_pack_double(pk, flops);
+        if (e->en) {
+            msgpack_pack_double(pk, joules);
+            nn_pack_str(pk, reason);
+        }
     }
     if (e->spec.trace && !e->trace_errnum) {
         errno = 0;
+        char en[64] = "";
+        if (e->en)
+            snprintf(en, sizeof en, " energy=%.9f%s%s", joules, *reason ? " reason=" : "", reason);
         if (fprintf(e->spec.trace,
-                    "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f\n",
+                    "[%16.9f] %-13s client=%d round=%d from=%d bytes=%.0f flops=%.0f%s\n",
                     sim_time_to_s(e->now), sim_event_names[kind], who, e->round,
-                    who >= 0 ? e->c[who].job_round : -1, bytes, flops) < 0)
+                    who >= 0 ? e->c[who].job_round : -1, bytes, flops, en) < 0)
             e->trace_errnum = errno ? errno : EIO;
     }
 }
@@ -300,21 +312,25 @@ int sim_eng_outputs_begin(sim_engine *e, sim_err *err)
         sim_out_printf(&e->out[OUT_TIMELINE],
                        "client\tround\tphase\tstart_s\tend_s\toutcome\tdevice\n");
     }
-    if (e->out[OUT_CLIENTS].f)
+    if (e->out[OUT_CLIENTS].f) {
+        char en[64];
+        sim_eng_energy_cols(e, -1, en, sizeof en);
         sim_out_printf(&e->out[OUT_CLIENTS],
                        "client\tdevice\texcluded\tjobs\tarrived\taggregated\tlate\tlost\t"
                        "bytes_up\t"
-                       "bytes_down\tflops\tbusy_s\t%sacc_final\n",
-                       e->net ? "net_wait_s\t" : "");
+                       "bytes_down\tflops\tbusy_s\t%s%sacc_final\n",
+                       e->net ? "net_wait_s\t" : "", en);
+    }
     if (e->out[OUT_EVENTS].f) {
         /* header: the field names and the kind names, so the file describes itself */
         msgpack_packer *pk = &e->events_pk;
         msgpack_pack_map(pk, 2);
         nn_pack_str(pk, "fields");
-        static const char *const fields[] = {"time_ns", "kind",  "client",
-                                             "round",   "bytes", "flops"};
-        msgpack_pack_array(pk, 6);
-        for (int i = 0; i < 6; i++)
+        static const char *const fields[] = {"time_ns", "kind",  "client",   "round",
+                                             "bytes",   "flops", "energy_j", "reason"};
+        int nf = e->en ? 8 : 6; /* energy_j and reason with energy only */
+        msgpack_pack_array(pk, (size_t)nf);
+        for (int i = 0; i < nf; i++)
             nn_pack_str(pk, fields[i]);
         nn_pack_str(pk, "kinds");
         msgpack_pack_array(pk, SIM_EV_COUNT);
@@ -339,11 +355,14 @@ int sim_eng_outputs_finish(sim_engine *e, sim_err *err)
             /* with a network, net_wait_s before acc_final, which readers take as the last */
             char wait[40] = "";
             if (e->net) snprintf(wait, sizeof wait, "%.9f\t", sim_time_to_s(e->nj[c].wait_ns));
+            char en[96]; /* with energy: energy_j, battery_lost, battery_end, before acc_final */
+            sim_eng_energy_cols(e, c, en, sizeof en);
             sim_out_printf(&e->out[OUT_CLIENTS],
-                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%s%.6f\n", c,
+                           "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.6g\t%.9f\t%s%s%.6f\n", c,
                            e->spec.devices[c].name, cl->excluded, cl->jobs, cl->arrived,
                            cl->arrived - cl->late - waiting[c], cl->late, cl->lost, cl->bytes_up,
-                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), wait, cl->acc);
+                           cl->bytes_down, cl->flops, sim_time_to_s(cl->busy_ns), wait, en,
+                           cl->acc);
         }
         free(waiting);
     }

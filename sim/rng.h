@@ -35,6 +35,8 @@ enum {
                               draws (index: the job's stream for an upload, 1 << 62 | client
                               << 32 | round for a download) */
     SIM_RNG_TRANSFER = 23, /* per-transfer rates (dev_profile.up_draw/down_draw); index: job */
+    SIM_RNG_ENERGY = 24,   /* batteries' initial levels and own charging processes (devices/
+                              energy.h); index: client */
     SIM_RNG_TEST = 100,    /* tests only */
 };
 

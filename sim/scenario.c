@@ -148,25 +148,29 @@ void sim_scenario_resolve_path(char *out, size_t n, sim_yaml *node, const char *
     resolve_path(out, n, node, p);
 }
 
-/* The same for trace files named inside scenario device profiles (availability, speed), which
- * devices/ resolves against the YAML file's folder when it reads them. */
+/* The same for trace files named inside scenario device profiles (availability, speed, a
+ * battery's own charging process), which devices/ resolves against the YAML file's folder when
+ * it reads them. */
+static void absolutize_file(const sim_yaml *spec)
+{
+    for (int q = 0; spec && spec->kind == SIM_YAML_MAP && q < spec->n; q++)
+        if (!strcmp(spec->keys[q], "file") && spec->items[q]->kind == SIM_YAML_SCALAR) {
+            char path[512], raw[512];
+            snprintf(raw, sizeof raw, "%s", spec->items[q]->value);
+            resolve_path(path, sizeof path, spec->items[q], raw);
+        }
+}
+
 static void absolutize_traces(const sim_yaml *profiles)
 {
-    static const char *const keys[] = {"availability", "speed"};
     for (int i = 0; profiles && profiles->kind == SIM_YAML_MAP && i < profiles->n; i++) {
         const sim_yaml *m = profiles->items[i];
-        for (int j = 0; m->kind == SIM_YAML_MAP && j < m->n; j++) {
-            const sim_yaml *spec = m->items[j];
-            if (spec->kind != SIM_YAML_MAP ||
-                (strcmp(m->keys[j], keys[0]) && strcmp(m->keys[j], keys[1])))
-                continue;
-            for (int q = 0; q < spec->n; q++)
-                if (!strcmp(spec->keys[q], "file") && spec->items[q]->kind == SIM_YAML_SCALAR) {
-                    char path[512], raw[512];
-                    snprintf(raw, sizeof raw, "%s", spec->items[q]->value);
-                    resolve_path(path, sizeof path, spec->items[q], raw);
-                }
-        }
+        if (m->kind != SIM_YAML_MAP) continue;
+        absolutize_file(sim_yaml_get(m, "availability"));
+        absolutize_file(sim_yaml_get(m, "speed"));
+        const sim_yaml *b = sim_yaml_get(m, "battery");
+        const sim_yaml *ch = b && b->kind == SIM_YAML_MAP ? sim_yaml_get(b, "charging") : NULL;
+        absolutize_file(ch && ch->kind == SIM_YAML_MAP ? sim_yaml_get(ch, "when") : NULL);
     }
 }
 
@@ -525,6 +529,15 @@ static int load_federation(sim_scenario *sc, section *root, sim_err *err)
             return rc;
     }
     if ((rc = read_key(keys, "overhead", f, &s, NULL, err))) return rc;
+    const sim_yaml *part = sim_yaml_get(s.map, "participation"); /* absent: nothing written */
+    const char *pv;
+    if (part && !(rc = sim_yaml_str(part, "participation", &pv, err))) {
+        if (!strcmp(pv, "charging-only"))
+            f->charging_only = 1;
+        else if (strcmp(pv, "any"))
+            rc = sim_yaml_fail(part, err, "participation: '%s' is not any or charging-only", pv);
+    }
+    if (rc) return rc;
     /* the selection policy: nothing read or written without the map (uniform) */
     section sel = sub(&s, "selection", pre2, sizeof pre2);
     sim_key_ctx sctx = {
@@ -684,6 +697,10 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
     sim_yaml_get(s.map, "mix"); /* these are read once the catalog is */
     sim_yaml_get(s.map, "capacity");
     sim_yaml_get(s.map, "population");
+    /* absent, not written into the resolved scenario: runs without it are as they were */
+    const sim_yaml *energy_key = sim_yaml_get(s.map, "energy");
+    int energy = 0;
+    if (energy_key && (rc = sim_yaml_bool(energy_key, "energy", &energy, err))) return rc;
     if ((rc = read_key(sim_keys_devices, "catalog", &dk, &s, NULL, err)) ||
         (rc = sim_yaml_check_keys(s.map, err)))
         return rc;
@@ -701,6 +718,13 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         if ((rc = sim_yaml_key_name(profiles, i, "profile name", DEV_MAX_NAME - 1, err))) break;
         const sim_yaml *node = sim_yaml_get(profiles, profiles->keys[i]);
         const sim_yaml *bn = sim_yaml_get(node, "base");
+        static const char *const energy_keys[] = {"power", "battery"};
+        for (int k = 0; k < 2 && !energy && !rc; k++)
+            if (sim_yaml_get(node, energy_keys[k]))
+                rc = sim_yaml_fail(sim_yaml_get(node, energy_keys[k]), err,
+                                   "%s: the energy model is off (set devices.energy: true)",
+                                   energy_keys[k]);
+        if (rc) break;
         const dev_profile *base = NULL;
         const char *bname;
         char hint[DEV_MAX_NAME + 32];
@@ -808,12 +832,21 @@ static int load_devices(sim_scenario *sc, section *root, sim_err *err)
         sim_rng_seed(&r, sc->spec.seed, SIM_RNG_DEVICES, (uint64_t)c);
         dev_profile_draw(&sc->devices[c], specs[which[c]], &r);
     }
+    for (int c = 0; c < n && !energy; c++) { /* the figures are there, the model is off */
+        memset(&sc->devices[c].power, 0, sizeof sc->devices[c].power);
+        dev_battery_destroy(&sc->devices[c].battery);
+    }
     free(which);
     dev_population_destroy(&pop);
     sc->n_population = npop;
     for (int i = 0; i < nown; i++)
         dev_profile_destroy(&own[i]);
     dev_catalog_destroy(&cat);
+    if (sc->spec.fed.charging_only && !energy)
+        return sim_yaml_fail(sim_yaml_get(sim_yaml_get(sc->doc, "federation"), "participation"),
+                             err,
+                             "participation: charging-only needs devices.energy: true (the "
+                             "batteries' charging says when a device charges)");
     return load_capacity(sc, &s, &dk, err);
 }
 
@@ -901,6 +934,7 @@ void sim_scenario_destroy(sim_scenario *sc)
     free(sc->devices);
     free(sc->capacity);
     free(sc->predicted_s);
+    free(sc->predicted_j);
     sim_sel_config_destroy(&sc->sel);
     free(sc->net.groups);
     free(sc->net.group_of);

@@ -29,6 +29,7 @@ typedef struct sim_scenario {
     int capacity_derived; /* devices.capacity: device (each profile's capacity, else derived) */
     sim_sel_config sel;   /* federation.selection (spec.fed.selection points into it) */
     double *predicted_s;  /* per client (owned), for a policy that reads them: sim_cli_run_one */
+    double *predicted_j;  /* and their energy, with devices.energy (owned) */
     nn_comp comp_up, comp_down; /* `compression:` (fl_env.comp_up, comp_down point here) */
     sim_net_config net;         /* `network:` (its arrays owned); spec.net points here when it has a
                                    limited link */

@@ -178,6 +178,11 @@ const sim_key sim_keys_federation[] = {
         {"selection", SIM_KEY_MAP, .custom = 1,
          .doc = "which clients get a job: `{name: POLICY, POLICY: {its keys}}` "
                 "(`federation.selection` below); absent: `uniform`, and nothing is written"},
+        {"participation", SIM_KEY_STRING, .custom = 1, .dflt = "any",
+         .doc = "`any`, or `charging-only`: a client takes a job only while its device charges "
+                "(production FL's rule; its battery's `charging`, devices on mains always do), "
+                "whatever the selection policy; needs `devices.energy`. Absent: nothing is "
+                "written"},
         {0},
 };
 
@@ -235,6 +240,12 @@ const sim_key sim_keys_devices[] = {
         {"population", SIM_KEY_MAP, .custom = 1, .dflt = "none",
          .doc = "phones drawn from public measurements for some or all clients "
                 "(`devices.population` below); the other clients take the mix"},
+        {"energy", SIM_KEY_BOOL, .custom = 1, .dflt = "false",
+         .doc = "charge the profiles' `power` figures and run their `battery` (devices/energy.h): "
+                "clients.tsv gains `energy_j`, `battery_lost` and `battery_end`, metrics.tsv "
+                "`client_energy_j`; off, the figures (the catalog's "
+                "phones have them) are left unused and a `devices.profiles` entry giving them is "
+                "refused; not yet with `network`"},
         {"capacity", SIM_KEY_STRING, K(capacity), .size = sizeof(((sim_devices_keys *)0)->capacity),
          .dflt = "device",
          .doc = "each client's share r_i ∈ (0, 1] of the full model's cost, for algorithms that "

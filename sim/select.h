@@ -41,6 +41,11 @@ typedef struct sim_sel_client {
     int steps;         /* SGD steps the job took */
     int last_round;    /* the round (async: model version) it was last selected in; -1: never */
     int jobs, arrived, lost; /* jobs dispatched to it; of them, arrived and lost so far */
+    /* with devices.energy, what a phone reports of its battery (and the profile declares):
+     * joules above its floor now (INFINITY without a battery), the rate it charges at now (0:
+     * not charging), and its job's energy as predicted_s's pricing gives it (NAN unless the
+     * policy asked for predictions, or without energy) */
+    double battery_j, charging_w, predicted_j;
 } sim_sel_client;
 
 /* What a policy sees when it picks. The engine fills it; tests may build their own. */

@@ -11,8 +11,12 @@
  *            now + T, else 0); with a random per-client offset (not known to the server) the
  *            share of the period's online time from which T more online time follows: Σ max(0,
  *            L_j − T) / Σ L_j over its online spans L_j (joined across the period's end).
- * The k most likely are picked, ties by the policy's stream (so among always-online clients it
- * picks uniformly). Knows the declared profiles and the clients' samples. Stateless; stream
+ * With devices.energy, a client whose battery is predicted to reach its floor mid-job (its job's
+ * predicted energy, less what it charges over the job at the rate it charges now, is at least
+ * what its battery holds above the floor: what a phone reports) is ranked after every other:
+ * picked only when too few others can take part. The k most likely are picked, ties by the
+ * policy's stream (so among always-online clients it picks uniformly). Knows the declared
+ * profiles, the clients' samples and their batteries' reports. Stateless; stream
  * SIM_RNG_SEL_AVAILABLE.
  */
 #include "sim/select.h"
@@ -74,7 +78,10 @@ static int available_pick(void *st, const void *cfg, const sim_sel_view *v, int 
         sim_sel_client sc;
         v->client(v->ctx, v->cand[i], &sc);
         double t = isnan(sc.predicted_s) ? 0 : sc.predicted_s;
-        it[i] = (sim_sel_item){-sim_sel_stay_online(&sc.device->avail, v->now, t), tie, v->cand[i]};
+        double p = sim_sel_stay_online(&sc.device->avail, v->now, t);
+        if (sc.predicted_j > 0 && sc.predicted_j - sc.charging_w * t >= sc.battery_j)
+            p = -1; /* its battery runs out first */
+        it[i] = (sim_sel_item){-p, tie, v->cand[i]};
     }
     sim_sel_sort(it, n);
     int got = sim_sel_take(it, k < n ? k : n, out);
@@ -86,8 +93,9 @@ const sim_sel_policy sim_sel_available = {
         .name = "available",
         .doc = "the clients most likely to stay online through their predicted job, from their "
                "class's declared availability (always, Markov mean_on, a trace) and the job "
-               "time their profile predicts. Knows the declared profiles and the clients' "
-               "samples",
+               "time their profile predicts; with devices.energy, those whose battery is "
+               "predicted to reach its floor first come last. Knows the declared profiles, the "
+               "clients' samples and their batteries' reports",
         .flags = SIM_SEL_PREDICTED,
         .purpose = SIM_RNG_SEL_AVAILABLE,
         .pick = available_pick,

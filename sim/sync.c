@@ -66,8 +66,9 @@ int sim_sync_start_round(sim_engine *e, sim_err *err)
         for (int32_t c = 0; c < e->n; c++) {
             sim_client *cl = &e->c[c];
             if (cl->excluded) continue;
-            idle += !cl->busy && dev_avail_online(&cl->avail, e->now);
-            sim_time t = cl->busy ? cl->busy_until : dev_avail_next_change(&cl->avail, e->now);
+            idle += !cl->busy && dev_avail_online(&cl->avail, e->now) &&
+                    (!e->en || sim_eng_energy_ok(e, c));
+            sim_time t = cl->busy ? cl->busy_until : sim_eng_next_change(e, c);
             if (t < next) next = t;
         }
         e->round_open = 0;
@@ -79,9 +80,9 @@ int sim_sync_start_round(sim_engine *e, sim_err *err)
                                 "that can take part, and none of them will change",
                                 e->round, e->sel->name, idle);
             return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
-                            "round %d: no client can take part now or later (all excluded or "
+                            "round %d: no client can take part now or later (all excluded%s or "
                             "offline for good)",
-                            e->round);
+                            e->round, e->en ? ", out of battery" : "");
         }
         sim_eng_schedule(e, next, SIM_EV_ROUND_START, -1, (uint64_t)e->round);
         return SIM_OK;

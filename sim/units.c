@@ -62,6 +62,12 @@ static const unit flops_units[] = {
         {"MFLOP/s", 1e6}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
 };
 
+/* power and energy (devices/energy.h): a battery's capacity is usually quoted in Wh */
+static const unit power_units[] = {{"W", 1.0}, {"mW", 1e-3}, {"kW", 1e3}};
+static const unit energy_units[] = {
+        {"J", 1.0}, {"kJ", 1e3}, {"Wh", 3600.0}, {"mWh", 3.6}, {"kWh", 3.6e6},
+};
+
 static const unit_kind time_kind = {"time", "ns, us, ms, s, min, h, d", time_units,
                                     SIM_ARRAY_LEN(time_units)};
 static const unit_kind byte_kind = {"size", "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB", byte_units,
@@ -72,7 +78,12 @@ static const unit_kind rate_kind = {"rate",
 static const unit_kind flops_kind = {"FLOPS", "FLOPS, kFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS",
                                      flops_units, SIM_ARRAY_LEN(flops_units)};
 
-static const unit_kind *const all_kinds[] = {&time_kind, &byte_kind, &rate_kind, &flops_kind};
+static const unit_kind power_kind = {"power", "W, mW, kW", power_units, SIM_ARRAY_LEN(power_units)};
+static const unit_kind energy_kind = {"energy", "J, kJ, Wh, mWh, kWh", energy_units,
+                                      SIM_ARRAY_LEN(energy_units)};
+
+static const unit_kind *const all_kinds[] = {&time_kind,  &byte_kind,  &rate_kind,
+                                             &flops_kind, &power_kind, &energy_kind};
 
 static int is_blank(char c)
 {
@@ -161,8 +172,9 @@ static int parse_quantity(const char *s, const unit_kind *k, double *out, sim_er
     if (!un) {
         for (size_t i = 0; i < SIM_ARRAY_LEN(all_kinds); i++)
             if (all_kinds[i] != k && find_unit(all_kinds[i], u, ulen))
-                return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "'%.*s' is not a %s unit (use %s)",
-                                (int)ulen, u, k->noun, k->hint);
+                return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "'%.*s' is not %s %s unit (use %s)",
+                                (int)ulen, u, strchr("aeiou", k->noun[0]) ? "an" : "a", k->noun,
+                                k->hint);
         return sim_fail(err, SIM_EINVAL, NULL, 0, 0, "unknown %s unit '%.*s' (use %s)", k->noun,
                         (int)ulen, u, k->hint);
     }
@@ -187,6 +199,16 @@ sim_time sim_time_from_s(double s)
 double sim_time_to_s(sim_time t)
 {
     return (double)t / 1e9;
+}
+
+int sim_parse_power(const char *s, double *out, sim_err *err)
+{
+    return parse_quantity(s, &power_kind, out, err);
+}
+
+int sim_parse_energy(const char *s, double *out, sim_err *err)
+{
+    return parse_quantity(s, &energy_kind, out, err);
 }
 
 int sim_parse_time(const char *s, sim_time *out, sim_err *err)

@@ -38,6 +38,10 @@ int sim_parse_bytes(const char *s, double *out, sim_err *err);
 int sim_parse_rate(const char *s, double *out, sim_err *err);
 /* "8 GFLOPS", "1.2 TFLOPS", "500 MFLOPS" (k..P prefixes) → FLOP/s (also "GFLOP/s" forms) */
 int sim_parse_flops(const char *s, double *out, sim_err *err);
+/* "2 W", "500 mW" → watts */
+int sim_parse_power(const char *s, double *out, sim_err *err);
+/* "15 Wh", "800 mWh", "54 kJ", "10 J" → joules */
+int sim_parse_energy(const char *s, double *out, sim_err *err);
 
 /* Readable forms for messages and tables: "1.50 GiB", "20.0 Mbps", "8.00 GFLOPS", "1.25 s" (three
  * significant digits in the largest unit reached; bytes in IEC units). */

@@ -660,6 +660,22 @@ int sim_yaml_flops(const sim_yaml *node, const char *what, double *out, sim_err 
     return rc ? at_node(node, what, rc, err) : SIM_OK;
 }
 
+int sim_yaml_power(const sim_yaml *node, const char *what, double *out, sim_err *err)
+{
+    int rc = need_scalar(node, what, "a power", err);
+    if (rc) return rc;
+    rc = sim_parse_power(node->value, out, err);
+    return rc ? at_node(node, what, rc, err) : SIM_OK;
+}
+
+int sim_yaml_energy(const sim_yaml *node, const char *what, double *out, sim_err *err)
+{
+    int rc = need_scalar(node, what, "an energy", err);
+    if (rc) return rc;
+    rc = sim_parse_energy(node->value, out, err);
+    return rc ? at_node(node, what, rc, err) : SIM_OK;
+}
+
 /* ---- --set overrides ---- */
 
 /* Nodes parsed from a --set value get no line: positions inside the value text would read like

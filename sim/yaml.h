@@ -70,6 +70,8 @@ int sim_yaml_time(const sim_yaml *node, const char *what, sim_time *out, sim_err
 int sim_yaml_bytes(const sim_yaml *node, const char *what, double *out, sim_err *err);
 int sim_yaml_rate(const sim_yaml *node, const char *what, double *out, sim_err *err);
 int sim_yaml_flops(const sim_yaml *node, const char *what, double *out, sim_err *err);
+int sim_yaml_power(const sim_yaml *node, const char *what, double *out, sim_err *err);
+int sim_yaml_energy(const sim_yaml *node, const char *what, double *out, sim_err *err);
 /* Fail at node's position with a message (for checks a reader makes itself). */
 int sim_yaml_fail(const sim_yaml *node, sim_err *err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

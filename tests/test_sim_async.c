@@ -4,7 +4,8 @@
  * - Byte-identical outputs with 0, 1, 2 and 3 workers for async runs of a fixed-cost algorithm
  *   (FedAvg), of SpaFL and pFedGate (whose work is known only by training: a lower bound), of
  *   devices that go offline mid-job (jobs lost before their training could end are never
- *   trained), on shared links (jobs needed by when their download could end), and for
+ *   trained), on shared links (jobs needed by when their download could end), with batteries
+ *   that die mid-job (before the training could end, known at dispatch, or after), and for
  *   over-committed sync rounds with a deadline (late jobs).
  * - The lookahead is real and safe: with FEDSIM_TEST_LOOKAHEAD the engine logs every job it placed
  *   after dispatch; no job was placed after the instant it was needed at, FedAvg's were needed
@@ -52,6 +53,14 @@ static const struct {
                "cell, down: 4 Mbps, up: 1 Mbps, devices: [fast], share: 0.75}]}' --set "
                "'devices.profiles.slow.availability={kind: markov, mean_on: 1 s, mean_off: "
                "1 s}'"},
+        /* batteries: slow phones' die mid-job (some before their training could end, known at
+         * dispatch) and charge back */
+        {"battery",
+         ASYNC "--set devices.energy=true --set 'devices.profiles.slow.power={train: "
+               "2 W, up: 1.5 W, down: 1 W, idle: 0.25 W}' --set 'devices.profiles.fast.power="
+               "{train: 5 W, up: 2 W, down: 0.5 W, idle: 0.1 W}' --set "
+               "'devices.profiles.slow.battery={capacity: 8 J, floor: 25%, initial: 50%, "
+               "charging: {rate: 1 W, when: always}}'"},
         /* sync: 6 of 8 clients for 4 updates; the deadline makes the slow ones late */
         {"overcommit", "--set rounds=4 --set federation.over_commit=1.5 "
                        "--set federation.deadline=1s"},

@@ -49,6 +49,13 @@ static const char *const variants[][2] = {
         {"churn", "--set 'devices.profiles.slow.availability={kind: markov, mean_on: 3 s, "
                   "mean_off: 2 s}' --set 'devices.profiles.fast.availability={kind: markov, "
                   "mean_on: 3 s, mean_off: 2 s}' --set rounds=8"},
+        /* batteries: levels, charging processes and a job that dies cross the checkpoint */
+        {"energy", "--set devices.energy=true --set 'devices.profiles.slow.power={train: 2 W, up: "
+                   "1.5 W, down: 1 W, idle: 0.25 W}' --set 'devices.profiles.slow.battery={"
+                   "capacity: 8 J, floor: 25%, initial: {uniform: [40%, 100%]}, charging: {rate: "
+                   "1 W, when: online}}' --set 'devices.profiles.slow.availability={kind: markov, "
+                   "mean_on: 20 s, mean_off: 2 s}' --set 'devices.profiles.fast.power={train: 5 W, "
+                   "up: 2 W, down: 0.5 W}' --set rounds=8"},
         /* algorithms with server state and private client state of their own */
         {"spafl", "--set algorithm.name=spafl"},
         {"fjord", "--set algorithm.name=fjord"},
