@@ -18,6 +18,7 @@
 #include "sim/blas.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
+#include "tests/bench/bench.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -27,13 +28,6 @@
 #include <time.h>
 
 #define REPS 3
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int load(sim_scenario *sc, const char *sets[], int n_sets)
 {
@@ -49,25 +43,8 @@ static int load(sim_scenario *sc, const char *sets[], int n_sets)
  * busy seconds into *acc and *busy. */
 static double run(sim_scenario *sc, int n, FILE *trace, double *acc, double *busy)
 {
-    sim_err err = {0};
-    sim_engine *e;
-    sc->spec.workers = n;
-    sc->spec.quiet = 1;
-    sc->spec.trace = trace;
-    double t0 = now_s();
-    if (sim_engine_new(&e, &sc->spec, &err)) {
-        fprintf(stderr, "bench_async: %s\n", err.msg);
-        return -1;
-    }
-    int rc = sim_engine_run(e, &err);
     sim_totals t;
-    sim_engine_totals(e, &t);
-    sim_engine_free(e);
-    double wall = now_s() - t0;
-    if (rc) {
-        fprintf(stderr, "bench_async: %s\n", err.msg);
-        return -1;
-    }
+    double wall = bench_run("bench_async", sc, n, trace, &t);
     *acc = t.acc_global;
     *busy = t.workers_busy_s;
     return wall;

@@ -18,6 +18,7 @@
 #include "sim/blas.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
+#include "tests/bench/bench.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -28,36 +29,13 @@
 
 #define REPS 3
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Wall seconds of one run with n workers, or a negative number on error; every event goes to
  * trace as text when it is not NULL (a line per event: noise next to the training). */
 static double run(sim_scenario *sc, int n, FILE *trace)
 {
-    sim_err err = {0};
-    sim_engine *e;
-    sc->spec.workers = n;
-    sc->spec.quiet = 1;
-    sc->spec.trace = trace;
-    double t0 = now_s();
-    if (sim_engine_new(&e, &sc->spec, &err)) {
-        fprintf(stderr, "bench_workers: %s\n", err.msg);
-        return -1;
-    }
-    int rc = sim_engine_run(e, &err);
     sim_totals t;
-    sim_engine_totals(e, &t);
-    sim_engine_free(e);
-    double wall = now_s() - t0;
-    if (rc) {
-        fprintf(stderr, "bench_workers: %s\n", err.msg);
-        return -1;
-    }
+    double wall = bench_run("bench_workers", sc, n, trace, &t);
+    if (wall < 0) return -1;
     printf("workers %d: %d rounds, %ld jobs, final accuracy %.4f, %.2f s wall (%.2f s/round)\n", n,
            t.round, t.jobs, t.acc_global, wall, wall / t.round);
     fflush(stdout);
