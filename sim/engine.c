@@ -271,7 +271,7 @@ static int next_event(sim_engine *e, sim_event *ev, sim_err *err, int *rc)
     if (e->n_pend) {
         const sim_event *top = sim_queue_peek(&e->q);
         sim_time upto = top ? top->at : DEV_TIME_NEVER;
-        if (sim_eng_jobs_need(e) <= upto && (*rc = sim_eng_jobs_due(e, upto, err))) return 0;
+        if (e->need_min <= upto && (*rc = sim_eng_jobs_due(e, upto, err))) return 0;
     }
     return sim_queue_pop(&e->q, ev);
 }
@@ -364,6 +364,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     e->next_eval_time = spec->eval.every_time;
     e->retry_at = -1;
     e->eval_round = -1;
+    e->need_min = DEV_TIME_NEVER;
     sim_queue_init(&e->q);
     if (spec->net) sim_eng_net_new(e);
     fl_worker_init(&e->worker);

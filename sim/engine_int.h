@@ -180,7 +180,8 @@ struct sim_engine {
     int stopped;        /* stopped on request after writing a checkpoint */
     sim_pending **pend; /* jobs dispatched and not yet placed (engine_jobs.c), any order */
     int n_pend, cap_pend;
-    fl_env price_env;       /* spec.env in cost-only mode: prices FL_FIXED_COST jobs */
+    sim_time need_min; /* the least need_at of pend (DEV_TIME_NEVER: none), kept as it changes */
+    fl_env price_env;  /* spec.env in cost-only mode: prices FL_FIXED_COST jobs */
     fl_worker price_worker; /* its scratch (and job_bound's) */
     sim_net *net;           /* the shared links (spec.net), or NULL: transfers priced alone */
     sim_netjob *nj;         /* [n] with net */
@@ -217,8 +218,6 @@ void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
 /* 1 when client c's job is not yet placed. */
 int sim_eng_job_pending(const sim_engine *e, int32_t c);
-/* The earliest instant a job not yet placed is needed at (DEV_TIME_NEVER: none). */
-sim_time sim_eng_jobs_need(const sim_engine *e);
 /* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */
 int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err);
 void sim_eng_jobs_free(sim_engine *e);

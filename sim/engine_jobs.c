@@ -155,7 +155,6 @@ static int predict(sim_engine *e, sim_pending *P, const fl_job *job, sim_err *er
     int may_never = ph.train_end == DEV_TIME_NEVER || dev->speed || !(dev->up_bps > 0);
     P->predicted = 1;
     if (e->en) { /* a battery reaching its floor before the training could end loses the job */
-        sim_eng_energy_start(e, P->client);
         sim_time d = sim_eng_energy_death(e, P->client, P->down_end, DEV_TIME_NEVER, DEV_TIME_NEVER,
                                           P->off);
         if (d < P->train_lo) P->off = d, P->dies = 1;
@@ -197,7 +196,6 @@ static void commit(sim_engine *e, sim_pending *P, int deferred)
     cl->weight = e->spec.env.cfg->uniform ? 1 : e->spec.env.part->n[P->client];
     cl->job_start = e->now;
     P->events_at = e->tot.events;
-    if (e->en) sim_eng_energy_start(e, P->client);
     if (e->net) { /* the download starts now; the rest as the flows progress */
         sim_eng_net_start(e, P->client, db, P->seq);
         return;
@@ -357,6 +355,7 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
                                   ? (uint64_t)sel[i] << 32 | (uint32_t)e->round
                                   : (uint64_t)1 << 63 | (e->dispatches + (uint64_t)i);
         fl_job job = {sel[i], e->round, down.data, down.size, cl->priv, cl->priv_len, stream};
+        if (e->en) sim_eng_energy_start(e, sel[i]); /* the battery, idle until now */
         if (deferred && (rc = predict(e, P[i], &job, err))) break;
         if (P[i]->lost) continue; /* never trained: its result could not be used */
         if (e->pool) {
@@ -378,6 +377,7 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
                 e->pend = sim_xrealloc(
                         e->pend, sizeof *e->pend * (size_t)(e->cap_pend = 2 * e->cap_pend + 16));
             e->pend[e->n_pend++] = P[i];
+            if (P[i]->need_at < e->need_min) e->need_min = P[i]->need_at;
             P[i] = NULL;
         } else {
             rc = place_job(e, P[i], err);
@@ -397,14 +397,6 @@ int sim_eng_job_pending(const sim_engine *e, int32_t c)
     return 0;
 }
 
-sim_time sim_eng_jobs_need(const sim_engine *e)
-{
-    sim_time t = DEV_TIME_NEVER;
-    for (int i = 0; i < e->n_pend; i++)
-        if (e->pend[i]->need_at < t) t = e->pend[i]->need_at;
-    return t;
-}
-
 int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err)
 {
     int rc = SIM_OK;
@@ -418,6 +410,9 @@ int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err)
         e->pend[i] = e->pend[--e->n_pend]; /* the order of placing cannot matter: seqs */
         pending_free(P);
     }
+    e->need_min = DEV_TIME_NEVER;
+    for (int i = 0; i < e->n_pend; i++)
+        if (e->pend[i]->need_at < e->need_min) e->need_min = e->pend[i]->need_at;
     return rc;
 }
 
@@ -428,4 +423,5 @@ void sim_eng_jobs_free(sim_engine *e)
     free(e->pend);
     e->pend = NULL;
     e->n_pend = e->cap_pend = 0;
+    e->need_min = DEV_TIME_NEVER;
 }
