@@ -1093,9 +1093,9 @@ float nn_model_forward(nn_model *m, const float *x, const int32_t *y, int B, int
     }
     m->logits = w->out[a->n - 1];
     if (!y) return 0.0f;
-    m->loss = nn_softmax_xent(train ? w->d0 : NULL, m->logits, y, B, a->classes);
-    if (train) { /* what a client reports of its samples' losses (nn_cost.loss_sq) */
-        double sq = nn_softmax_xent_sq(m->logits, y, B, a->classes);
+    double sq;
+    m->loss = nn_softmax_xent_sq(train ? w->d0 : NULL, m->logits, y, B, a->classes, &sq);
+    if (train) {            /* what a client reports of its samples' losses (nn_cost.loss_sq) */
         if (isfinite(sq)) { /* a diverged batch: the job's mean loss says so (cost terms are
                                finite numbers, as the result frame checks) */
             m->cost.loss_sq += sq;

@@ -1415,11 +1415,20 @@ static double log_sum_exp(const float *z, int K)
 
 float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int B, int K)
 {
+    double sq;
+    return nn_softmax_xent_sq(dlogits, logits, y, B, K, &sq);
+}
+
+float nn_softmax_xent_sq(float *dlogits, const float *logits, const int32_t *y, int B, int K,
+                         double *sq)
+{
     double loss = 0;
+    *sq = 0;
     for (int n = 0; n < B; n++) {
         const float *z = logits + (long)n * K;
-        double lse = log_sum_exp(z, K);
-        loss += lse - (double)z[y[n]];
+        double lse = log_sum_exp(z, K), l = lse - (double)z[y[n]];
+        loss += l;
+        *sq += l * l;
         if (dlogits) {
             float *d = dlogits + (long)n * K;
             for (int j = 0; j < K; j++)
@@ -1428,17 +1437,6 @@ float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int
         }
     }
     return (float)(loss / B);
-}
-
-double nn_softmax_xent_sq(const float *logits, const int32_t *y, int B, int K)
-{
-    double sq = 0;
-    for (int n = 0; n < B; n++) {
-        const float *z = logits + (long)n * K;
-        double l = log_sum_exp(z, K) - (double)z[y[n]];
-        sq += l * l;
-    }
-    return sq;
 }
 
 float nn_softmax_xent_soft(float *dlogits, const float *logits, const float *q, int B, int K)

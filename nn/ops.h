@@ -104,8 +104,10 @@ void nn_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, con
 /* Mean softmax cross-entropy of logits (B,K) against labels y (B); writes dlogits (B,K) =
  * (softmax − onehot)/B when dlogits is non-NULL. Returns the mean loss. */
 float nn_softmax_xent(float *dlogits, const float *logits, const int32_t *y, int B, int K);
-/* The sum over the B samples of each one's squared softmax cross-entropy against y. */
-double nn_softmax_xent_sq(const float *logits, const int32_t *y, int B, int K);
+/* The same, and into *sq the sum over the B samples of each one's squared cross-entropy (Oort's
+ * utility), from the same per-sample losses. */
+float nn_softmax_xent_sq(float *dlogits, const float *logits, const int32_t *y, int B, int K,
+                         double *sq);
 /* The same against soft targets q (B,K), each row a distribution (self-distillation):
  * −Σ_j q_j·log softmax(z)_j, and dlogits = (softmax − q)/B when non-NULL. */
 float nn_softmax_xent_soft(float *dlogits, const float *logits, const float *q, int B, int K);
