@@ -60,7 +60,6 @@ struct sim_store {
     int committed;
     uint64_t tag;
     unsigned char *scratch; /* a state too large to cache, as get returned it */
-    size_t scratch_cap;
 };
 
 /* What an entry costs against the budget: its state and its bookkeeping, table slots included. */
@@ -162,16 +161,13 @@ static void set_dirty(sim_store *s, entry *e, int dirty)
     e->dirty = (unsigned char)dirty;
 }
 
-static void set_data(sim_store *s, entry *e, const void *data, size_t len)
+/* e's state becomes data (len bytes, malloc'ed, now the entry's; NULL for a drop). */
+static void set_data(sim_store *s, entry *e, unsigned char *data, size_t len)
 {
     s->bytes -= entry_cost(e);
     free(e->data);
-    e->data = NULL;
+    e->data = data;
     e->len = len;
-    if (data) {
-        e->data = sim_xmalloc(len ? len : 1);
-        if (len) memcpy(e->data, data, len);
-    }
     s->bytes += entry_cost(e);
 }
 
@@ -545,20 +541,16 @@ int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim
     if (!rc) rc = lmdb_read(&s->db, id, &buf, &n, err);
     if (rc <= 0) return rc;
     n -= skip;
+    if (skip) memmove(buf, buf + skip, n);
     if (n + sizeof(entry) + 2 * sizeof(entry *) > s->budget) { /* handed out, not cached */
-        if (s->scratch_cap < n) {
-            s->scratch = sim_xrealloc(s->scratch, n);
-            s->scratch_cap = n;
-        }
-        if (n) memcpy(s->scratch, buf + skip, n);
-        free(buf);
-        *data = s->scratch;
+        free(s->scratch);
+        s->scratch = buf;
+        *data = buf;
         *len = n;
         return 1;
     }
     e = insert(s, id);
-    set_data(s, e, buf + skip, n);
-    free(buf);
+    set_data(s, e, buf, n);
     rc = evict(s, err); /* e, the newest and within the budget, stays */
     if (rc) return rc;
     *data = e->data;
@@ -573,7 +565,12 @@ static int change(sim_store *s, uint32_t id, const void *data, size_t len, sim_e
         touch(s, e);
     else
         e = insert(s, id);
-    set_data(s, e, data, len);
+    unsigned char *copy = NULL;
+    if (data) {
+        copy = sim_xmalloc(len ? len : 1);
+        if (len) memcpy(copy, data, len);
+    }
+    set_data(s, e, copy, len);
     e->gone = !data;
     set_dirty(s, e, 1);
     return evict(s, err);
