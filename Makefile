@@ -30,7 +30,7 @@ endif
 
 # Debian packages the build, the tests and the default run need (DESIGN.md section 1).
 DEPS_DEB := gcc make pkg-config libopenblas-dev libev-dev libmsgpack-dev libyaml-dev \
-            zlib1g-dev gnuplot-nox dataset-fashion-mnist
+            zlib1g-dev liblmdb-dev gnuplot-nox dataset-fashion-mnist
 
 # Open MPI for `make mpi` and its test only (MPICH works too:
 # make mpi MPICC=mpicc.mpich BUILD=build/mpich).
@@ -39,7 +39,7 @@ DEPS_MPI_DEB := libopenmpi-dev openmpi-bin
 # clang and its libFuzzer runtime for `make fuzz` only (the replay in make test uses gcc).
 DEPS_FUZZ_DEB := clang libclang-rt-14-dev
 
-PKGS := openblas msgpack yaml-0.1 zlib
+PKGS := openblas msgpack yaml-0.1 zlib lmdb
 STD := -std=c11 -D_POSIX_C_SOURCE=200809L
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
         -Wformat=2 -Wundef -Wpointer-arith -Wcast-qual

@@ -1,0 +1,682 @@
+/* sim/store.c -- the client state store (sim/store.h): an LRU write-back cache over two LMDB
+ * files, the database (committed states and the header) and the spill (uncommitted states the
+ * cache evicted).
+ *
+ * Where a client's state is, newest first: the cache (a dirty entry, or a tombstone for a drop
+ * not yet committed), the spill (same, a tag byte before the state), the database. get looks in
+ * that order, so a clean cached entry is always a copy of the first of the others that has the
+ * client, and dropping it loses nothing. The spill is a file of its own, not a second table in
+ * the database: its transactions skip fsync (nothing in it must survive a crash), and LMDB
+ * without fsync may damage the file's older pages on a system crash; kept apart, a damaged spill
+ * is deleted at the next open and the database is only ever written by synced commits. The
+ * spill has no lock file: no other process ever opens it.
+ *
+ * The cache is an open-addressing table of entry pointers (linear probing, backward-shift
+ * deletion) and a doubly linked list in order of use; eviction takes the least recently used
+ * entries until the budget holds, and writes the dirty ones among them in one spill transaction.
+ */
+#include "sim/store.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STORE_MAGIC "fedsim-state"
+/* A map is address space, not memory or disk (the file grows with its pages), so it starts
+ * large: growing it retries the whole transaction that filled it, a commit of every change. */
+#define MAP_DEFAULT    ((size_t)1 << 30)
+#define SPILL_STATE    1 /* a spill record's tag byte: the state follows */
+#define SPILL_DROPPED  0 /* ... the client was dropped */
+#define PATH_MAX_STORE 1100
+
+typedef struct entry {
+    uint32_t id;
+    unsigned char dirty; /* newer than the spill's and the database's copy */
+    unsigned char gone;  /* a drop (always dirty) */
+    size_t len;
+    unsigned char *data;       /* len bytes, owned; NULL for a drop */
+    struct entry *prev, *next; /* order of use, head the most recent */
+} entry;
+
+/* One LMDB file: its environment, its table of states and its map's current size. */
+typedef struct lenv {
+    MDB_env *env;
+    MDB_dbi dbi;
+    size_t map;
+    char path[PATH_MAX_STORE];
+} lenv;
+
+struct sim_store {
+    lenv db, spill;
+    MDB_dbi meta;
+    size_t budget, map_size, map_max;
+    size_t bytes, n, ndirty, nspilled;
+    entry **slot; /* cap slots, a power of two, at most half full */
+    size_t cap;
+    entry *head, *tail;
+    int committed;
+    uint64_t tag;
+    unsigned char *scratch; /* a state too large to cache, as get returned it */
+};
+
+/* What an entry costs against the budget: its state and its bookkeeping, table slots included. */
+static size_t entry_cost(const entry *e)
+{
+    return e->len + sizeof(entry) + 2 * sizeof(entry *);
+}
+
+static int lmdb_fail(sim_err *err, const lenv *e, int rc, const char *what)
+{
+    int bad_file = rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_VERSION_MISMATCH ||
+                   rc == MDB_PAGE_NOTFOUND || rc == MDB_INCOMPATIBLE;
+    return sim_fail(err, bad_file ? SIM_EFORMAT : SIM_EIO, e->path, 0, 0, "%s: %s", what,
+                    mdb_strerror(rc));
+}
+
+static void key_of(uint32_t id, unsigned char k[4], MDB_val *kv)
+{
+    k[0] = (unsigned char)(id >> 24), k[1] = (unsigned char)(id >> 16);
+    k[2] = (unsigned char)(id >> 8), k[3] = (unsigned char)id;
+    kv->mv_size = 4, kv->mv_data = k;
+}
+
+/* ---- the cache's table and list */
+
+static size_t home(const sim_store *s, uint32_t id)
+{
+    return (size_t)(id * 2654435761u) & (s->cap - 1);
+}
+
+static size_t slot_of(const sim_store *s, uint32_t id)
+{
+    size_t i = home(s, id);
+    while (s->slot[i] && s->slot[i]->id != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+static entry *find(const sim_store *s, uint32_t id)
+{
+    return s->cap ? s->slot[slot_of(s, id)] : NULL;
+}
+
+static void unlink_lru(sim_store *s, entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_front(sim_store *s, entry *e)
+{
+    e->next = s->head;
+    e->prev = NULL;
+    if (s->head) s->head->prev = e;
+    s->head = e;
+    if (!s->tail) s->tail = e;
+}
+
+static void touch(sim_store *s, entry *e)
+{
+    unlink_lru(s, e);
+    push_front(s, e);
+}
+
+static void table_grow(sim_store *s)
+{
+    entry **old = s->slot;
+    size_t ocap = s->cap;
+    s->cap = ocap ? 2 * ocap : 64;
+    s->slot = sim_xcalloc(s->cap, sizeof *s->slot);
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i]) s->slot[slot_of(s, old[i]->id)] = old[i];
+    free(old);
+}
+
+static entry *insert(sim_store *s, uint32_t id)
+{
+    if (2 * (s->n + 1) > s->cap) table_grow(s);
+    entry *e = sim_xcalloc(1, sizeof *e);
+    e->id = id;
+    s->slot[slot_of(s, id)] = e;
+    push_front(s, e);
+    s->n++;
+    s->bytes += entry_cost(e);
+    return e;
+}
+
+static void set_dirty(sim_store *s, entry *e, int dirty)
+{
+    if (e->dirty && !dirty) s->ndirty--;
+    if (!e->dirty && dirty) s->ndirty++;
+    e->dirty = (unsigned char)dirty;
+}
+
+/* e's state becomes data (len bytes, malloc'ed, now the entry's; NULL for a drop). */
+static void set_data(sim_store *s, entry *e, unsigned char *data, size_t len)
+{
+    s->bytes -= entry_cost(e);
+    free(e->data);
+    e->data = data;
+    e->len = len;
+    s->bytes += entry_cost(e);
+}
+
+/* Remove e from the table (backward shift: no tombstones in the table) and the list. */
+static void remove_entry(sim_store *s, entry *e)
+{
+    size_t mask = s->cap - 1, i = slot_of(s, e->id), j = i;
+    s->slot[i] = NULL;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!s->slot[j]) break;
+        size_t k = home(s, s->slot[j]->id);
+        /* slot j's entry may move to the hole at i unless its home lies cyclically in (i, j] */
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            s->slot[i] = s->slot[j];
+            s->slot[j] = NULL;
+            i = j;
+        }
+    }
+    unlink_lru(s, e);
+    set_dirty(s, e, 0);
+    s->bytes -= entry_cost(e);
+    s->n--;
+    free(e->data);
+    free(e);
+}
+
+/* ---- LMDB files */
+
+typedef int (*fill_fn)(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where);
+
+/* Run fill in one write transaction on e and commit it; when the map fills up, grow it (double,
+ * up to map_max) and run the whole transaction again. */
+static int write_txn(sim_store *s, lenv *e, fill_fn fill, void *ctx, const char *what, sim_err *err)
+{
+    if (!e->env) /* a spill that could not be made again after a commit */
+        return sim_fail(err, SIM_EIO, e->path, 0, 0, "%s: closed by an earlier error", what);
+    for (;;) {
+        MDB_txn *txn;
+        const lenv *where = e;
+        int rc = mdb_txn_begin(e->env, NULL, 0, &txn);
+        if (rc) return lmdb_fail(err, e, rc, "cannot begin a write transaction");
+        rc = fill(s, txn, ctx, &where);
+        if (rc)
+            mdb_txn_abort(txn);
+        else
+            rc = mdb_txn_commit(txn);
+        if (!rc) return 0;
+        if (rc != MDB_MAP_FULL) return lmdb_fail(err, where, rc, what);
+        if (s->map_max && e->map >= s->map_max)
+            return sim_fail(err, SIM_EIO, e->path, 0, 0,
+                            "%s: the map is full at %zu bytes, its limit (%s)", what, e->map,
+                            mdb_strerror(rc));
+        size_t grown = e->map > SIZE_MAX / 2 ? SIZE_MAX : 2 * e->map;
+        if (s->map_max && grown > s->map_max) grown = s->map_max;
+        rc = mdb_env_set_mapsize(e->env, grown);
+        if (rc) return lmdb_fail(err, e, rc, "cannot grow the map");
+        e->map = grown;
+    }
+}
+
+static int env_open(lenv *e, size_t map, unsigned flags, unsigned maxdbs, sim_err *err)
+{
+    int rc = mdb_env_create(&e->env);
+    if (rc) return lmdb_fail(err, e, rc, "cannot create an LMDB environment");
+    rc = mdb_env_set_mapsize(e->env, map);
+    if (!rc && maxdbs) rc = mdb_env_set_maxdbs(e->env, maxdbs);
+    if (!rc)
+        rc = mdb_env_open(e->env, e->path, flags | MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD, 0644);
+    if (rc) {
+        mdb_env_close(e->env);
+        e->env = NULL;
+        return lmdb_fail(err, e, rc, "cannot open");
+    }
+    MDB_envinfo info;
+    mdb_env_info(e->env, &info);
+    e->map = info.me_mapsize; /* an existing file's map, when larger */
+    return 0;
+}
+
+/* Delete path and its LMDB lock file; 0 when they are gone (or never were). */
+static int remove_files(const char *path, sim_err *err)
+{
+    char lock[PATH_MAX_STORE + 8];
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    if (unlink(path) && errno != ENOENT)
+        return sim_fail(err, SIM_EIO, path, 0, 0, "cannot remove: %s", strerror(errno));
+    if (unlink(lock) && errno != ENOENT)
+        return sim_fail(err, SIM_EIO, lock, 0, 0, "cannot remove: %s", strerror(errno));
+    return 0;
+}
+
+static int spill_table(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
+{
+    (void)ctx, (void)where;
+    return mdb_dbi_open(txn, NULL, 0, &s->spill.dbi);
+}
+
+/* A new, empty spill file, in place of any older one. */
+static int spill_reset(sim_store *s, sim_err *err)
+{
+    if (s->spill.env) mdb_env_close(s->spill.env);
+    s->spill.env = NULL;
+    s->nspilled = 0;
+    int rc = remove_files(s->spill.path, err);
+    if (!rc)
+        rc = env_open(&s->spill, s->map_size, MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOLOCK, 0, err);
+    if (!rc) rc = write_txn(s, &s->spill, spill_table, NULL, "cannot create its table", err);
+    return rc;
+}
+
+static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *p, size_t n)
+{
+    MDB_val k = {strlen(key), (void *)(uintptr_t)key}, v = {n, (void *)(uintptr_t)p};
+    return mdb_put(txn, dbi, &k, &v, 0);
+}
+
+struct header {
+    const char *identity;
+};
+
+static int header_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
+{
+    (void)where;
+    const struct header *h = ctx;
+    unsigned char fmt[4] = {0, 0, 0, SIM_STORE_FORMAT};
+    int rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
+    if (!rc) rc = mdb_dbi_open(txn, "states", MDB_CREATE, &s->db.dbi);
+    if (!rc) rc = meta_put(txn, s->meta, "magic", STORE_MAGIC, strlen(STORE_MAGIC));
+    if (!rc) rc = meta_put(txn, s->meta, "format", fmt, sizeof fmt);
+    if (!rc) rc = meta_put(txn, s->meta, "identity", h->identity, strlen(h->identity));
+    return rc;
+}
+
+/* Check an existing file's header and read its last commit's tag. */
+static int header_check(sim_store *s, const char *identity, sim_err *err)
+{
+    const char *path = s->db.path;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn);
+    if (rc) return lmdb_fail(err, &s->db, rc, "cannot read");
+    rc = mdb_dbi_open(txn, "meta", 0, &s->meta);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0,
+                        "an LMDB file but not a fedsim state store (no header: %s)",
+                        mdb_strerror(rc));
+    }
+    MDB_val k = {5, "magic"}, v = {0, NULL};
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc || v.mv_size != strlen(STORE_MAGIC) || memcmp(v.mv_data, STORE_MAGIC, v.mv_size)) {
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0,
+                        "an LMDB file but not a fedsim state store (its magic is not '%s')",
+                        STORE_MAGIC);
+    }
+    k = (MDB_val){6, "format"};
+    rc = mdb_get(txn, s->meta, &k, &v);
+    const unsigned char *f = v.mv_data;
+    unsigned fmt = rc || v.mv_size != 4 ? 0 : (unsigned)f[0] << 24 | f[1] << 16 | f[2] << 8 | f[3];
+    if (fmt != SIM_STORE_FORMAT) {
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0,
+                        "state store format %u, this fedsim reads format %d", fmt,
+                        SIM_STORE_FORMAT);
+    }
+    k = (MDB_val){8, "identity"};
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc || v.mv_size != strlen(identity) || memcmp(v.mv_data, identity, v.mv_size)) {
+        int n = rc ? 0 : v.mv_size > 200 ? 200 : (int)v.mv_size;
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EINVAL, path, 0, 0,
+                        "the state store of another run (identity '%.*s', this run's '%s')", n,
+                        rc ? "" : (const char *)v.mv_data, identity);
+    }
+    k = (MDB_val){3, "tag"};
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (!rc && v.mv_size == 8) {
+        const unsigned char *t = v.mv_data;
+        s->tag = 0;
+        for (int i = 0; i < 8; i++)
+            s->tag = s->tag << 8 | t[i];
+        s->committed = 1;
+    } else if (rc != MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its commit tag is unreadable");
+    }
+    rc = mdb_dbi_open(txn, "states", 0, &s->db.dbi);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its table of states is missing: %s",
+                        mdb_strerror(rc));
+    }
+    rc = mdb_txn_commit(txn); /* keeps the table handles */
+    return rc ? lmdb_fail(err, &s->db, rc, "cannot read") : 0;
+}
+
+/* An existing file that LMDB would map past its end (truncated) is refused before any page is
+ * read: a page beyond the end of a mapped file is a SIGBUS, not an error code. */
+static int size_check(sim_store *s, sim_err *err)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    struct stat fs;
+    mdb_env_info(s->db.env, &info);
+    mdb_env_stat(s->db.env, &st);
+    if (stat(s->db.path, &fs))
+        return sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot stat: %s", strerror(errno));
+    uint64_t need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    if ((uint64_t)fs.st_size < need)
+        return sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0,
+                        "truncated: %lld bytes where its pages need %llu", (long long)fs.st_size,
+                        (unsigned long long)need);
+    return 0;
+}
+
+int sim_store_open(sim_store **out, const char *dir, const char *identity,
+                   const sim_store_opts *opts, sim_store_mode mode, sim_err *err)
+{
+    *out = NULL;
+    sim_store *s = sim_xcalloc(1, sizeof *s);
+    s->budget = opts->budget;
+    s->map_size = opts->map_size ? opts->map_size : MAP_DEFAULT;
+    s->map_max = opts->map_max;
+    snprintf(s->db.path, sizeof s->db.path, "%s/state.mdb", dir);
+    snprintf(s->spill.path, sizeof s->spill.path, "%s/state.spill", dir);
+    int rc = 0;
+    if (mode == SIM_STORE_NEW) {
+        rc = remove_files(s->db.path, err);
+        if (!rc) rc = env_open(&s->db, s->map_size, 0, 2, err);
+        struct header h = {identity};
+        if (!rc) rc = write_txn(s, &s->db, header_write, &h, "cannot write its header", err);
+    } else {
+        struct stat fs;
+        if (stat(s->db.path, &fs))
+            rc = sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot open the state store: %s",
+                          strerror(errno));
+        else if (!S_ISREG(fs.st_mode))
+            rc = sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "not a regular file");
+        else if (fs.st_size == 0) /* LMDB would take an empty file for a new database */
+            rc = sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "empty, not a state store");
+        if (!rc) rc = env_open(&s->db, s->map_size, 0, 2, err);
+        if (!rc) rc = size_check(s, err);
+        if (!rc) rc = header_check(s, identity, err);
+    }
+    if (!rc) rc = spill_reset(s, err);
+    if (rc) {
+        sim_store_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sim_store_free(sim_store *s)
+{
+    if (!s) return;
+    while (s->head)
+        remove_entry(s, s->head);
+    free(s->slot);
+    free(s->scratch);
+    if (s->db.env) mdb_env_close(s->db.env);
+    if (s->spill.env) {
+        mdb_env_close(s->spill.env);
+        remove_files(s->spill.path, NULL);
+    }
+    free(s);
+}
+
+/* ---- eviction */
+
+struct victims {
+    entry *end; /* the first entry, walking from the tail, that stays */
+};
+
+static int spill_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
+{
+    (void)where;
+    const struct victims *v = ctx;
+    for (entry *e = s->tail; e != v->end; e = e->prev) {
+        if (!e->dirty) continue;
+        unsigned char k[4];
+        MDB_val kv, dv = {e->len + 1, NULL};
+        key_of(e->id, k, &kv);
+        int rc = mdb_put(txn, s->spill.dbi, &kv, &dv, MDB_RESERVE);
+        if (rc) return rc;
+        unsigned char *p = dv.mv_data;
+        p[0] = e->gone ? SPILL_DROPPED : SPILL_STATE;
+        if (e->len) memcpy(p + 1, e->data, e->len);
+    }
+    return 0;
+}
+
+/* Evict least recently used entries until the cache is within its budget; the dirty ones go to
+ * the spill in one transaction first, so a failure leaves the cache as it was. */
+static int evict(sim_store *s, sim_err *err)
+{
+    if (s->bytes <= s->budget) return 0;
+    size_t over = s->bytes - s->budget, freed = 0, ndirty = 0;
+    entry *e = s->tail;
+    for (; e && freed < over; e = e->prev) {
+        freed += entry_cost(e);
+        ndirty += e->dirty;
+    }
+    struct victims v = {e};
+    if (ndirty) {
+        int rc = write_txn(s, &s->spill, spill_write, &v, "cannot write evicted states", err);
+        if (rc) return rc;
+        s->nspilled += ndirty;
+    }
+    while (s->tail != v.end)
+        remove_entry(s, s->tail);
+    return 0;
+}
+
+/* ---- get, put, drop */
+
+/* Read client id's record from e into a new buffer: 1 found, 0 absent, negative on error. */
+static int lmdb_read(lenv *e, uint32_t id, unsigned char **buf, size_t *len, sim_err *err)
+{
+    MDB_txn *txn;
+    unsigned char k[4];
+    MDB_val kv, dv;
+    key_of(id, k, &kv);
+    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    if (rc) return lmdb_fail(err, e, rc, "cannot begin a read transaction");
+    rc = mdb_get(txn, e->dbi, &kv, &dv);
+    if (rc == MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        return 0;
+    }
+    if (rc) {
+        mdb_txn_abort(txn);
+        return lmdb_fail(err, e, rc, "cannot read a state");
+    }
+    *len = dv.mv_size;
+    *buf = sim_xmalloc(dv.mv_size ? dv.mv_size : 1);
+    if (dv.mv_size) memcpy(*buf, dv.mv_data, dv.mv_size);
+    mdb_txn_abort(txn);
+    return 1;
+}
+
+int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim_err *err)
+{
+    entry *e = find(s, id);
+    if (e) {
+        touch(s, e);
+        if (e->gone) return 0;
+        *data = e->data;
+        *len = e->len;
+        return 1;
+    }
+    unsigned char *buf = NULL;
+    size_t n = 0, skip = 0;
+    int rc = 0;
+    if (s->nspilled) {
+        rc = lmdb_read(&s->spill, id, &buf, &n, err);
+        if (rc < 0) return rc;
+        if (rc && (n == 0 || buf[0] > SPILL_STATE)) {
+            free(buf);
+            return sim_fail(err, SIM_EFORMAT, s->spill.path, 0, 0,
+                            "client %u's spilled record is malformed", id);
+        }
+        if (rc && buf[0] == SPILL_DROPPED) {
+            free(buf);
+            return 0;
+        }
+        skip = rc; /* the tag byte */
+    }
+    if (!rc) rc = lmdb_read(&s->db, id, &buf, &n, err);
+    if (rc <= 0) return rc;
+    n -= skip;
+    if (skip) memmove(buf, buf + skip, n);
+    if (n + sizeof(entry) + 2 * sizeof(entry *) > s->budget) { /* handed out, not cached */
+        free(s->scratch);
+        s->scratch = buf;
+        *data = buf;
+        *len = n;
+        return 1;
+    }
+    e = insert(s, id);
+    set_data(s, e, buf, n);
+    rc = evict(s, err); /* e, the newest and within the budget, stays */
+    if (rc) return rc;
+    *data = e->data;
+    *len = e->len;
+    return 1;
+}
+
+static int change(sim_store *s, uint32_t id, const void *data, size_t len, sim_err *err)
+{
+    entry *e = find(s, id);
+    if (e)
+        touch(s, e);
+    else
+        e = insert(s, id);
+    unsigned char *copy = NULL;
+    if (data) {
+        copy = sim_xmalloc(len ? len : 1);
+        if (len) memcpy(copy, data, len);
+    }
+    set_data(s, e, copy, len);
+    e->gone = !data;
+    set_dirty(s, e, 1);
+    return evict(s, err);
+}
+
+int sim_store_put(sim_store *s, uint32_t id, const void *data, size_t len, sim_err *err)
+{
+    static const unsigned char none[1];
+    return change(s, id, data ? data : none, len, err);
+}
+
+int sim_store_drop(sim_store *s, uint32_t id, sim_err *err)
+{
+    return change(s, id, NULL, 0, err);
+}
+
+/* ---- commit */
+
+static int apply(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, int gone, const void *p, size_t n)
+{
+    MDB_val k = *key, v = {n, (void *)(uintptr_t)p}; /* LMDB only reads them */
+    if (gone) {
+        int rc = mdb_del(txn, dbi, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    return mdb_put(txn, dbi, &k, &v, 0);
+}
+
+/* The spill's records first, then the cache's dirty entries over them (they are newer). */
+static int commit_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
+{
+    const uint64_t *tag = ctx;
+    int rc = 0;
+    if (s->nspilled) {
+        MDB_txn *rt;
+        MDB_cursor *cur;
+        MDB_val k, v;
+        *where = &s->spill;
+        rc = mdb_txn_begin(s->spill.env, NULL, MDB_RDONLY, &rt);
+        if (rc) return rc;
+        rc = mdb_cursor_open(rt, s->spill.dbi, &cur);
+        if (rc) {
+            mdb_txn_abort(rt);
+            return rc;
+        }
+        for (MDB_cursor_op op = MDB_FIRST; !(rc = mdb_cursor_get(cur, &k, &v, op)); op = MDB_NEXT) {
+            const unsigned char *p = v.mv_data;
+            if (v.mv_size == 0 || p[0] > SPILL_STATE) {
+                rc = MDB_CORRUPTED;
+                break;
+            }
+            *where = &s->db;
+            rc = apply(txn, s->db.dbi, &k, p[0] == SPILL_DROPPED, p + 1, v.mv_size - 1);
+            if (rc) break;
+            *where = &s->spill;
+        }
+        mdb_cursor_close(cur);
+        mdb_txn_abort(rt);
+        if (rc != MDB_NOTFOUND) return rc;
+        *where = &s->db;
+    }
+    for (entry *e = s->head; e; e = e->next) {
+        if (!e->dirty) continue;
+        unsigned char kb[4];
+        MDB_val k;
+        key_of(e->id, kb, &k);
+        rc = apply(txn, s->db.dbi, &k, e->gone, e->data, e->len);
+        if (rc) return rc;
+    }
+    unsigned char t[8];
+    for (int i = 0; i < 8; i++)
+        t[i] = (unsigned char)(*tag >> (56 - 8 * i));
+    return meta_put(txn, s->meta, "tag", t, sizeof t);
+}
+
+int sim_store_commit(sim_store *s, uint64_t tag, sim_err *err)
+{
+    int rc = write_txn(s, &s->db, commit_write, &tag, "cannot commit", err);
+    if (rc) return rc;
+    s->committed = 1;
+    s->tag = tag;
+    for (entry *e = s->head, *next; e; e = next) {
+        next = e->next;
+        if (e->gone)
+            remove_entry(s, e);
+        else
+            set_dirty(s, e, 0);
+    }
+    return s->nspilled ? spill_reset(s, err) : 0;
+}
+
+int sim_store_committed(const sim_store *s, uint64_t *tag)
+{
+    *tag = s->committed ? s->tag : 0;
+    return s->committed;
+}
+
+int sim_store_stats_get(const sim_store *s, sim_store_stats *st, sim_err *err)
+{
+    struct stat fs;
+    *st = (sim_store_stats){s->bytes, s->n, s->ndirty, s->nspilled, 0, 0};
+    if (stat(s->db.path, &fs))
+        return sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot stat: %s", strerror(errno));
+    st->disk_bytes = (uint64_t)fs.st_size;
+    if (stat(s->spill.path, &fs))
+        return sim_fail(err, SIM_EIO, s->spill.path, 0, 0, "cannot stat: %s", strerror(errno));
+    st->spill_bytes = (uint64_t)fs.st_size;
+    return 0;
+}
