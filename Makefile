@@ -200,8 +200,8 @@ run-tests: $(TEST_BIN) $(BUILD)/fedsim
 	@OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 FEDSIM_BIN=$(BUILD)/fedsim \
 	    FEDSIM_MPI_BIN=build/mpi/fedsim-mpi sh tests/run.sh $(TEST_BIN) -- $(NUM_BIN)
 
-run-bench: $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do $$b || exit 1; done
+run-bench: $(BENCH_BIN) $(BUILD)/fedsim
+	@for b in $(BENCH_BIN); do FEDSIM_BIN=$(BUILD)/fedsim $$b || exit 1; done
 
 fuzz: deps fuzz-deps
 	@$(MAKE) --no-print-directory MODE=fuzz run-fuzz

@@ -75,6 +75,7 @@ typedef struct run_opts {
     int checkpoint_every;      /* rounds/aggregations between checkpoints, 0 = none */
     double checkpoint_minutes; /* or wall minutes, 0 = none */
     double job_timeout;        /* wall seconds per worker job, 0 = none (cannot change results) */
+    double state_memory;       /* --state-memory bytes, 0 = the default (cannot change results) */
     int resume;                /* resume: scenario is RUN_DIR/scenario.yaml, out is RUN_DIR */
     int strict;                /* check, run: warnings are errors (exit 2) */
     int rank_worker;           /* an MPI worker rank: leaves what the run says to rank 0 */

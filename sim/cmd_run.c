@@ -5,6 +5,7 @@
  * A run that fails midway keeps the outputs written so far. Under fedsim-mpi, sim_cli_run_one hands
  * the jobs to MPI ranks only through rank_hooks (sim/cmd_mpi.c).
  */
+#include "sim/budget.h"
 #include "sim/checkpoint.h"
 #include "sim/cmd.h"
 
@@ -43,7 +44,7 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
                     !strcmp(a, "--trace") || !strcmp(a, "--plots") || !strcmp(a, "--plot-window") ||
                     !strcmp(a, "--vary") || !strcmp(a, "--target") || !strcmp(a, "--workers") ||
                     !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-minutes") ||
-                    !strcmp(a, "--job-timeout")) &&
+                    !strcmp(a, "--job-timeout") || !strcmp(a, "--state-memory")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
             double x;
@@ -80,6 +81,10 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
                 if (sim_cli_parse_num(a, v, 0, 1e9, &o->checkpoint_minutes)) return 2;
             } else if (!strcmp(a, "--job-timeout") && runs) {
                 if (sim_cli_parse_num(a, v, 0, 1e9, &o->job_timeout)) return 2;
+            } else if (!strcmp(a, "--state-memory") && what != OPTS_SWEEP) {
+                sim_err e;
+                if (sim_parse_bytes(v, &o->state_memory, &e) || o->state_memory < 1)
+                    return sim_cli_die("--state-memory: expected a size such as 512MiB or 4GB");
             } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
                 if (sim_cli_parse_num(a, v, 0, 1, &o->plots.target)) return 2;
             } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {
@@ -237,6 +242,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     sc->spec.quiet = o->quiet;
     sc->spec.workers = o->workers;
     sc->spec.job_timeout_s = o->job_timeout;
+    sc->spec.state_memory = (size_t)o->state_memory;
     sc->spec.resume = o->resume;
     sc->spec.checkpoint_every = o->checkpoint_every;
     sc->spec.checkpoint_wall_s = 60 * o->checkpoint_minutes;
@@ -330,6 +336,18 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
                 "fedsim: %.2f jobs trained at once on average (%.1f s of training on the workers "
                 "in %.1f s)\n",
                 t.workers_busy_s / t.wall_s, t.workers_busy_s, t.wall_s);
+    if (t.state_clients > 0 && !o->quiet) {
+        char held[32], budget[32], disk[32];
+        sim_format_bytes(held, sizeof held, t.state_bytes);
+        sim_format_bytes(disk, sizeof disk, t.state_disk);
+        sim_format_bytes(budget, sizeof budget,
+                         (double)(o->state_memory > 0 ? (size_t)o->state_memory
+                                                      : sim_state_budget_default()));
+        fprintf(stderr,
+                "fedsim: client states: %ld clients hold %s; %ld read back from disk (state "
+                "memory %s; state files %s at the end)\n",
+                t.state_clients, held, t.state_reads, budget, disk);
+    }
     char ts[32], up[32], down[32];
     sim_format_time(ts, sizeof ts, t.now);
     sim_format_bytes(up, sizeof up, t.bytes_up);

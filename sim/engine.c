@@ -10,6 +10,7 @@
 #include "sim/engine_int.h"
 
 #include "nn/train.h"
+#include "sim/budget.h"
 #include "sim/cost.h"
 
 #include <assert.h>
@@ -201,9 +202,11 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
         cl->flops += cl->job_flops; /* counted when the device has done the work */
         e->tot.flops += cl->job_flops;
         if (cl->pending_priv) { /* the device now holds its new private state */
-            free(cl->priv);
-            cl->priv = cl->pending_priv;
+            int rc = sim_store_put(e->store, (uint32_t)ev->who, cl->pending_priv,
+                                   cl->pending_priv_len, err);
+            if (rc) return rc;
             cl->priv_len = cl->pending_priv_len;
+            free(cl->pending_priv);
             cl->pending_priv = NULL;
         }
         sim_eng_log_event(e, ev->kind, ev->who, 0, cl->job_flops);
@@ -326,6 +329,20 @@ int sim_engine_run(sim_engine *e, sim_err *err)
         if (unlink(path) && errno != ENOENT)
             rc = sim_fail(err, SIM_EIO, path, 0, 0, "finished, but cannot remove: %s",
                           strerror(errno));
+        /* the states were for resuming (the spill goes as the store closes) */
+        sim_store_stats st;
+        if (sim_store_stats_get(e->store, &st, NULL)) sim_store_stats_peek(e->store, &st);
+        e->state_reads = (long)st.reads;
+        e->state_disk = (double)(st.disk_bytes + st.spill_bytes);
+        sim_store_free(e->store);
+        e->store = NULL;
+        static const char *const gone[] = {"state.mdb", "state.mdb-lock"};
+        for (int i = 0; i < 2 && !rc; i++) {
+            snprintf(path, sizeof path, "%s/%s", e->spec.out_dir, gone[i]);
+            if (unlink(path) && errno != ENOENT)
+                rc = sim_fail(err, SIM_EIO, path, 0, 0, "finished, but cannot remove: %s",
+                              strerror(errno));
+        }
     }
     return rc;
 }
@@ -344,6 +361,30 @@ double sim_width_memory(const sim_run_spec *spec, double w, nn_model *m)
     double bytes = (double)nn_model_memory_bytes(m, spec->env.cfg->batch_size);
     nn_model_reset_narrowing(m);
     return bytes;
+}
+
+int sim_eng_store_open(sim_engine *e, sim_err *err)
+{
+    const sim_run_spec *spec = &e->spec;
+    char identity[64];
+    snprintf(identity, sizeof identity, "scenario %016llx seed %llu",
+             (unsigned long long)spec->scenario_hash, (unsigned long long)spec->seed);
+    sim_store_opts o = {.budget = spec->state_memory ? spec->state_memory
+                                                     : sim_state_budget_default()};
+    return sim_store_open(&e->store, spec->out_dir, identity, &o,
+                          spec->resume && spec->out_dir ? SIM_STORE_RESUME : SIM_STORE_NEW, err);
+}
+
+int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, sim_err *err)
+{
+    int rc = sim_store_get(e->store, (uint32_t)c, data, len, err);
+    if (rc < 0) return rc;
+    if (rc == 0 || *len != e->c[c].priv_len) /* a store that does not match the checkpoint */
+        return sim_fail(err, SIM_EFORMAT, e->spec.out_dir, 0, 0,
+                        "the state store holds %zu bytes for client %d where the run recorded "
+                        "%zu: state.mdb does not belong to this run's checkpoint",
+                        rc ? *len : 0, c, e->c[c].priv_len);
+    return SIM_OK;
 }
 
 int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
@@ -398,6 +439,8 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (!rc) e->server = spec->algo->server_new(&e->spec.env, err);
     if (!rc && !e->server) rc = SIM_EINVAL; /* server_new filled err */
     if (!rc) rc = sim_eng_energy_new(e, err);
+    /* a resumed run's store opens as its checkpoint names its commit (engine_ckpt.c) */
+    if (!rc && !(spec->resume && spec->out_dir)) rc = sim_eng_store_open(e, err);
     uint64_t out_len[OUT_COUNT];
     if (!rc && spec->resume) {
         assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");
@@ -434,7 +477,6 @@ void sim_engine_free(sim_engine *e)
     if (!e) return;
     for (int32_t c = 0; c < e->n; c++) {
         free(e->c[c].up);
-        free(e->c[c].priv);
         free(e->c[c].pending_priv);
     }
     free(e->c);
@@ -456,6 +498,7 @@ void sim_engine_free(sim_engine *e)
     free(e->shift_idx);
     if (e->server) e->spec.algo->server_free(e->server);
     sim_eng_outputs_free(e);
+    sim_store_free(e->store);
     free(e);
 }
 
@@ -465,6 +508,20 @@ void sim_engine_totals(const sim_engine *e, sim_totals *t)
     t->workers_replaced = sim_pool_replaced(e->pool);
     t->workers_timed_out = sim_pool_timeouts(e->pool);
     t->workers_busy_s = sim_pool_busy_s(e->pool);
+    t->state_reads = e->state_reads;
+    t->state_disk = e->state_disk;
+    if (e->store) {
+        sim_store_stats st;
+        if (sim_store_stats_get(e->store, &st, NULL)) sim_store_stats_peek(e->store, &st);
+        t->state_reads = (long)st.reads;
+        t->state_disk = (double)(st.disk_bytes + st.spill_bytes);
+    }
+    t->state_clients = 0;
+    t->state_bytes = 0;
+    for (int32_t c = 0; c < e->n; c++) {
+        t->state_clients += e->c[c].priv_len > 0;
+        t->state_bytes += (double)e->c[c].priv_len;
+    }
     t->wall_s = e->wall_end - e->wall_start;
     t->now = e->now;
     t->round = e->round;

@@ -112,7 +112,10 @@ typedef struct sim_run_spec {
     const double *predicted_j;
     /* shared links (borrowed); NULL: every transfer has its client's link to itself */
     const sim_net_config *net;
-    const char *out_dir;  /* run folder: metrics.tsv, clients.tsv, events.msgpack */
+    const char *out_dir; /* run folder: metrics.tsv, clients.tsv, events.msgpack */
+    /* bytes of clients' private states kept in memory (sim/store.h); the rest wait in
+     * out_dir/state.mdb. 0 = sim_state_budget_default(); without out_dir, all stay in memory */
+    size_t state_memory;
     int quiet;            /* no progress line */
     int workers;          /* training processes (sim/pool.h); 0 = train in this process */
     double job_timeout_s; /* wall seconds a worker may hold a job before it is replaced (0 = none)
@@ -176,6 +179,10 @@ typedef struct sim_totals {
     /* achieved parallelism: wall seconds workers held jobs, summed, over the run's wall seconds
      * (sim_engine_run's; 0 without workers) */
     double workers_busy_s, wall_s;
+    /* the clients' private states (sim/store.h): clients holding one and their bytes at the
+     * end, and states read back from disk (evicted from the cache earlier) */
+    long state_clients, state_reads;
+    double state_bytes, state_disk; /* state_disk: out_dir/state.mdb and .spill's bytes */
     double acc_global, loss_global; /* of the last evaluation (NaN before) */
     double acc_pers;      /* mean personalized accuracy of the last evaluation (NaN before) */
     int stopped;          /* stopped on request (spec.stop), leaving a checkpoint */

@@ -14,10 +14,15 @@
  *    selection state (sim_sel_policy.save, or nil),
  *    [next_seq, [[event_fields...]...] in heap-array order], clients ([client_fields...]...),
  *    server state (fl_algo.server_save), the writer's build (sim_checkpoint_build),
- *    selection observations ([observed_fields...]...)]
- * Messages are bin or nil; uniform's permutation is raw native-order uint32 (the same build reads
- * it back). The
- * heap array is stored as is, so the restored queue pops in the same order.
+ *    selection observations ([observed_fields...]...), the state store's commit tag]
+ * then the network's and the batteries' parts when the run has them. Messages are bin or nil;
+ * uniform's permutation is raw native-order uint32 (the same build reads it back). The heap
+ * array is stored as is, so the restored queue pops in the same order.
+ *
+ * The clients' private states are not in the payload: a client record keeps only its state's
+ * length, and the states are in the run folder's state store (sim/store.h), committed for each
+ * checkpoint under a tag the payload names. A checkpoint costs what changed since the last one,
+ * not the population.
  *
  * Every record (the protocol state, the totals, a buffered update, an event, a client) is one
  * field table that both writes and reads it: a field's name, kind, member and, for an integer, the
@@ -30,6 +35,7 @@
 #include "sim/record.h"
 
 #include <assert.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +47,9 @@ int sim_eng_ckpt_due(const sim_engine *e)
     return every > 0 && e->round % every == 0 && e->ckpt_round != e->round;
 }
 
-/* Version 5 is this one without the selection's observations, its last part, and version 4 is 5
- * without the writer's build (ckpt_part.since) */
-enum { CKPT_VERSION = 6, CKPT_OLDEST = 4 };
+/* Version 7 moved the clients' private states out of the checkpoint into the state store
+ * (sim/store.h); earlier versions, which carry them, are not read. */
+enum { CKPT_VERSION = 7 };
 static const char ckpt_magic[] = "fedsim-checkpoint";
 
 /* ---------------------------------------------------------------------------------------- */
@@ -125,7 +131,7 @@ static const sim_field client_fields[] = {
         U64(sim_client, job_id),
         INT(sim_client, busy_until, K(INT64_MIN), I64),
         MSG(sim_client, up, up_len),
-        BLOB(sim_client, priv, priv_len),
+        INT(sim_client, priv_len, K(0), I64), /* the state itself is in the store */
         BLOB(sim_client, pending_priv, pending_priv_len),
         F64(sim_client, weight),
         F64(sim_client, job_flops),
@@ -162,7 +168,6 @@ static const sim_field observed_fields[] = {
 typedef struct ckpt_ctx {
     sim_engine *e;
     uint64_t out_len[OUT_COUNT]; /* the outputs' lengths, flushed */
-    int version;                 /* reading: the payload's format version */
     int64_t lim[BY_COUNT];       /* reading: the values ranges are relative to */
     const char *path;            /* reading: what errors name */
     char why[160];               /* reading: what a part refused (a record and its field) */
@@ -180,7 +185,6 @@ enum { REFUSED = 1 };
 typedef struct ckpt_part {
     const char *name; /* in a refusal: "malformed checkpoint (NAME: why)" */
     int elems;
-    int since; /* the format version it appeared in: older payloads end before it */
     void (*pack)(ckpt_ctx *x, msgpack_packer *pk);
     int (*unpack)(ckpt_ctx *x, const msgpack_object *o, sim_err *err);
 } ckpt_part;
@@ -436,9 +440,7 @@ static int unpack_build(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
 {
     (void)err;
     char theirs[256];
-    if (!o)
-        snprintf(theirs, sizeof theirs, "unrecorded: format version %d", x->version);
-    else if (o->type == MSGPACK_OBJECT_STR)
+    if (o->type == MSGPACK_OBJECT_STR)
         snprintf(theirs, sizeof theirs, "%.*s", (int)o->via.str.size, o->via.str.ptr);
     else
         return refused(x, NULL, -1, "not a string");
@@ -459,39 +461,64 @@ static void pack_observed(ckpt_ctx *x, msgpack_packer *pk)
                          (size_t)e->n);
 }
 
-/* Absent before version 6, whose runs selected uniformly, which reads none of it: what
- * construction set stays (nothing seen yet). */
 static int unpack_observed(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
 {
     (void)err;
     sim_engine *e = x->e;
-    if (!o) return SIM_OK;
     return read_list(x, o, observed_fields, COUNT(observed_fields), e->c, sizeof *e->c,
                      (size_t)e->n, "client");
 }
 
-/* The payload, in order. A part absent from an older version's payload gets NULL. */
+/* The tag of the store's commit made for this checkpoint (sim_eng_ckpt_write), which holds the
+ * clients' private states as they were when it was written. */
+static void pack_states(ckpt_ctx *x, msgpack_packer *pk)
+{
+    msgpack_pack_uint64(pk, x->e->store_tag);
+}
+
+/* The store goes back to that commit (sim_store_restore: it may be one ahead, when the run died
+ * between committing the next and writing its checkpoint). A run without a folder keeps its
+ * states in memory and can resume only a checkpoint whose clients hold none. */
+static int unpack_states(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
+{
+    sim_engine *e = x->e;
+    if (sim_record_read_u64(o, &e->store_tag)) return refused(x, NULL, -1, "not a tag");
+    if (e->spec.out_dir) { /* opened only now: a checkpoint of another run is refused first */
+        int rc = sim_eng_store_open(e, err); /* an error names state.mdb */
+        return rc ? rc : sim_store_restore(e->store, e->store_tag, err);
+    }
+    for (int32_t c = 0; c < e->n; c++)
+        if (e->c[c].priv_len)
+            return sim_fail(err, SIM_EINVAL, x->path, 0, 0,
+                            "client %d's private state is in its run folder's state.mdb: resume "
+                            "from the folder; not loaded",
+                            c);
+    return SIM_OK;
+}
+
+/* The payload, in order. */
 static const ckpt_part ckpt_parts[] = {
-        {"header", 6, 4, pack_header, unpack_header},
-        {"output lengths", 1, 4, pack_lengths, unpack_lengths},
-        {"protocol state", 1, 4, pack_state, unpack_state},
-        {"totals", 1, 4, pack_totals, unpack_totals},
-        {"arrivals", 1, 4, pack_arrived, unpack_arrived},
-        {"async buffer", 1, 4, pack_buffered, unpack_buffered},
-        {"selection state", 1, 4, pack_selection, unpack_selection},
-        {"event queue", 1, 4, pack_queue, unpack_queue},
-        {"clients", 1, 4, pack_clients, unpack_clients},
-        {"server state", 1, 4, pack_server, unpack_server},
-        {"the writer's build", 1, 5, pack_build, unpack_build},
-        {"selection observations", 1, 6, pack_observed, unpack_observed},
+        {"header", 6, pack_header, unpack_header},
+        {"output lengths", 1, pack_lengths, unpack_lengths},
+        {"protocol state", 1, pack_state, unpack_state},
+        {"totals", 1, pack_totals, unpack_totals},
+        {"arrivals", 1, pack_arrived, unpack_arrived},
+        {"async buffer", 1, pack_buffered, unpack_buffered},
+        {"selection state", 1, pack_selection, unpack_selection},
+        {"event queue", 1, pack_queue, unpack_queue},
+        {"clients", 1, pack_clients, unpack_clients},
+        {"server state", 1, pack_server, unpack_server},
+        {"the writer's build", 1, pack_build, unpack_build},
+        {"selection observations", 1, pack_observed, unpack_observed},
+        {"client states", 1, pack_states, unpack_states},
 };
 
-/* The elements of a payload of format version */
-static uint32_t payload_len(int version)
+/* The payload's elements */
+static uint32_t payload_len(void)
 {
     uint32_t n = 0;
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
-        n += ckpt_parts[i].since <= version ? (uint32_t)ckpt_parts[i].elems : 0;
+        n += (uint32_t)ckpt_parts[i].elems;
     return n;
 }
 
@@ -512,12 +539,18 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
         rc = sim_out_flush(&e->out[i], 1, err);
         x.out_len[i] = (uint64_t)ftello(e->out[i].f);
     }
+    /* The states first, in their own durable commit: a run that dies before the file below is in
+     * place resumes from the checkpoint before, whose commit the store can go back to. */
+    if (!rc) rc = sim_store_commit(e->store, e->store_tag + 1, err);
     if (rc) return rc;
+    e->store_tag++;
+    const char *kill_at = getenv("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT"); /* tests: a crash here */
+    if (kill_at && strtoull(kill_at, NULL, 10) == e->store_tag) raise(SIGKILL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, payload_len(CKPT_VERSION) + (e->net != NULL) + (e->en != NULL));
+    msgpack_pack_array(&pk, payload_len() + (e->net != NULL) + (e->en != NULL));
     for (size_t i = 0; i < COUNT(ckpt_parts); i++)
         ckpt_parts[i].pack(&x, &pk);
     if (e->net) sim_eng_net_pack(e, &pk);   /* a run with a network: one part more */
@@ -543,23 +576,21 @@ static int restore(sim_engine *e, const msgpack_object *root, uint64_t out_len[O
         return ckpt_bad(path, "not a fedsim checkpoint", err);
     int64_t version = 0;
     if (n < 2 || nn_unpack_int(&o[1], 0, INT32_MAX, &version)) version = 0; /* no version */
-    if (version < CKPT_OLDEST || version > CKPT_VERSION)
+    if (version != CKPT_VERSION)
         return sim_fail(err, SIM_EFORMAT, path, 0, 0,
-                        "checkpoint format version %lld; this fedsim reads versions %d to %d; not "
-                        "loaded",
-                        (long long)version, CKPT_OLDEST, CKPT_VERSION);
-    if (n != payload_len((int)version) + (e->net != NULL) + (e->en != NULL))
+                        "checkpoint format version %lld; this fedsim reads version %d; not loaded",
+                        (long long)version, CKPT_VERSION);
+    if (n != payload_len() + (e->net != NULL) + (e->en != NULL))
         return ckpt_bad(path, "field count", err);
     const msgpack_object *end = o + n;
-    ckpt_ctx x = {.e = e, .version = (int)version, .path = path};
+    ckpt_ctx x = {.e = e, .path = path};
     x.lim[BY_N] = e->n;
     x.lim[BY_CAP] = sim_eng_arrival_cap(&e->spec.fed, e->n);
     x.lim[BY_SYNC] = e->spec.fed.mode == SIM_SYNC;
     for (size_t i = 0; i < COUNT(ckpt_parts); i++) {
         const ckpt_part *p = &ckpt_parts[i];
-        int present = p->since <= version; /* the absent ones are the last */
-        int rc = p->unpack(&x, present ? o : NULL, err);
-        if (present) o += p->elems;
+        int rc = p->unpack(&x, o, err);
+        o += p->elems;
         if (rc < 0) return rc;
         if (rc == REFUSED) {
             char what[sizeof x.why + 64];

@@ -19,6 +19,7 @@
 #include "sim/engine.h"
 #include "sim/net.h"
 #include "sim/queue.h"
+#include "sim/store.h"
 
 #include <msgpack.h>
 
@@ -31,8 +32,7 @@ typedef struct sim_client {
     sim_time busy_until; /* when the device is free again */
     void *up;            /* the job's up message until the upload is absorbed (owned) */
     size_t up_len;
-    void *priv; /* private state (owned), committed when training ends */
-    size_t priv_len;
+    size_t priv_len;    /* its private state's length in e->store (0: it holds none) */
     void *pending_priv; /* the job's new private state until its training ends (owned) */
     size_t pending_priv_len;
     double weight;                                   /* training samples (FedAvg weight) */
@@ -168,6 +168,8 @@ struct sim_engine {
     /* outputs (OUT_*; f NULL without a run folder), each write checked (sim_out) */
     sim_out out[OUT_COUNT];
     int trace_errnum; /* errno of the first failed write to spec.trace */
+    int eval_failed;  /* an evaluation could not read a client's state: its code; eval_err */
+    sim_err eval_err;
     msgpack_packer events_pk;
     sim_metrics_col *mcol; /* metrics.tsv's columns (outputs.c) */
     int n_mcol;
@@ -177,6 +179,10 @@ struct sim_engine {
     int ckpt_round;      /* rounds/aggregations done at the last checkpoint written, -1 = none */
     int done;
     int resumed;        /* restored from a checkpoint: the run continues instead of starting */
+    sim_store *store;   /* every client's private state by id (out_dir/state.mdb, or memory) */
+    uint64_t store_tag; /* the store's commit the last checkpoint names (0: none yet) */
+    long state_reads;   /* the store's reads from disk, and its files' bytes, kept when it */
+    double state_disk;  /*   closes at the end */
     int stopped;        /* stopped on request after writing a checkpoint */
     sim_pending **pend; /* jobs dispatched and not yet placed (engine_jobs.c), any order */
     int n_pend, cap_pend;
@@ -218,6 +224,13 @@ void sim_eng_job_rates(const sim_engine *e, int32_t c, uint64_t job_id, double *
 int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *err);
 /* 1 when client c's job is not yet placed. */
 int sim_eng_job_pending(const sim_engine *e, int32_t c);
+/* Open e->store: the clients' private states in the run folder's state.mdb behind a cache of
+ * spec.state_memory bytes (a resumed run's file, checked to be this run's), or all in memory for
+ * a run without a folder. */
+int sim_eng_store_open(sim_engine *e, sim_err *err);
+/* Client c's private state from the store (it holds one: priv_len > 0), checked against the
+ * length the engine recorded; *data is the store's, valid until its next call. */
+int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, sim_err *err);
 /* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */
 int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err);
 void sim_eng_jobs_free(sim_engine *e);

@@ -354,7 +354,11 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
         uint64_t stream = e->spec.fed.mode == SIM_SYNC
                                   ? (uint64_t)sel[i] << 32 | (uint32_t)e->round
                                   : (uint64_t)1 << 63 | (e->dispatches + (uint64_t)i);
-        fl_job job = {sel[i], e->round, down.data, down.size, cl->priv, cl->priv_len, stream};
+        const void *priv = NULL; /* the store's buffer: valid until its next call, after the
+                                    job is trained here or framed for a worker */
+        size_t priv_len = 0;
+        if (cl->priv_len && (rc = sim_eng_state_get(e, sel[i], &priv, &priv_len, err))) break;
+        fl_job job = {sel[i], e->round, down.data, down.size, priv, priv_len, stream};
         if (e->en) sim_eng_energy_start(e, sel[i]); /* the battery, idle until now */
         if (deferred && (rc = predict(e, P[i], &job, err))) break;
         if (P[i]->lost) continue; /* never trained: its result could not be used */

@@ -80,17 +80,18 @@ void sim_eng_build_shifts(sim_engine *e)
     free(draw);
 }
 
-/* Client c's personalized accuracy on samples idx[0..n) of d; *dens gets its model's density.
- * base: by the base evaluation (its model from eval_params, evaluated plainly). */
-static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, const int32_t *idx,
-                              int n, double *dens, int base)
+/* Client c's personalized accuracy on samples idx[0..n) of d, its private state priv[0..len);
+ * *dens gets its model's density. base: by the base evaluation (its model from eval_params,
+ * evaluated plainly). */
+static double client_accuracy(sim_engine *e, int32_t c, const void *priv, size_t len,
+                              const nn_dataset *d, const int32_t *idx, int n, double *dens,
+                              int base)
 {
     const fl_algo *a = e->spec.algo;
     nn_model *m = &e->eval_model;
     *dens = 1;
-    if (a->eval_client && !base)
-        return a->eval_client(e->server, c, e->c[c].priv, e->c[c].priv_len, d, idx, n, m, dens);
-    *dens = a->eval_params(e->server, c, e->c[c].priv, e->c[c].priv_len, m);
+    if (a->eval_client && !base) return a->eval_client(e->server, c, priv, len, d, idx, n, m, dens);
+    *dens = a->eval_params(e->server, c, priv, len, m);
     return nn_evaluate(m, d, idx, n, NULL);
 }
 
@@ -101,14 +102,25 @@ static double client_accuracy(sim_engine *e, int32_t c, const nn_dataset *d, con
  * exactly as nn_evaluate sums), a client its accuracy (NaN on an empty validation split), its
  * model's density and its accuracy by the base evaluation (NaN without one, and on validation). */
 enum { VAL_TASK = -2 }; /* eval_tasks.shift of a client's validation task */
+/* The private states one fan-out reads, at most (a batch holds one client at the least): the
+ * parent copies them out of the store before it forks, since the children must not use it.
+ * FEDSIM_TEST_EVAL_BATCH=BYTES sets it for tests, so that small runs take several batches. */
+static size_t eval_batch_bytes(void)
+{
+    const char *v = getenv("FEDSIM_TEST_EVAL_BATCH");
+    return v ? strtoull(v, NULL, 10) : (size_t)256 << 20;
+}
 
 typedef struct eval_tasks {
     sim_engine *e;
-    int nt, n_chunks; /* global: samples evaluated, chunks of them */
-    int n_pers;       /* personalized tasks */
-    int32_t *client;  /* of personalized task k */
-    int *shift;       /* its eval.shift index, -1 for the client's own split, VAL_TASK */
-    int holds_global; /* this process's eval model holds the global model */
+    int nt, n_chunks;      /* global: samples evaluated, chunks of them */
+    int n_pers;            /* personalized tasks */
+    int32_t *client;       /* of personalized task k */
+    int *shift;            /* its eval.shift index, -1 for the client's own split, VAL_TASK */
+    int holds_global;      /* this process's eval model holds the global model */
+    int first;             /* the fan-out's task 0 is this task */
+    unsigned char *states; /* the batch's clients' private states, back to back */
+    size_t *at;            /* [n]: client c's offset in states (of this batch's clients) */
 } eval_tasks;
 
 static void eval_task(void *ctx, int i, void *out)
@@ -118,6 +130,7 @@ static void eval_task(void *ctx, int i, void *out)
     const fl_env *env = &e->spec.env;
     nn_model *m = &e->eval_model;
     double *o = out;
+    i += t->first;
     if (i < t->n_chunks) {
         if (!t->holds_global) e->spec.algo->eval_params(e->server, -1, NULL, 0, m);
         t->holds_global = 1;
@@ -133,18 +146,76 @@ static void eval_task(void *ctx, int i, void *out)
     int32_t c = t->client[k];
     t->holds_global = 0;
     const nn_dataset *src = env->part->test_from_train ? env->train : env->test;
+    size_t len = e->c[c].priv_len;
+    const void *priv = len ? t->states + t->at[c] : NULL;
     if (sh == VAL_TASK) {
         int n = env->part->n_val[c];
-        o[0] = n ? client_accuracy(e, c, src, env->part->val_idx[c], n, &o[1], 0) : NAN;
+        o[0] = n ? client_accuracy(e, c, priv, len, src, env->part->val_idx[c], n, &o[1], 0) : NAN;
         o[2] = NAN;
         return;
     }
     const int32_t *idx =
             sh < 0 ? env->part->test_idx[c] : e->shift_idx[(size_t)sh * (size_t)e->n + (size_t)c];
-    o[0] = client_accuracy(e, c, src, idx, env->part->n_test[c], &o[1], 0);
+    o[0] = client_accuracy(e, c, priv, len, src, idx, env->part->n_test[c], &o[1], 0);
     double dens;
-    o[2] = sim_eng_has_base(e) ? client_accuracy(e, c, src, idx, env->part->n_test[c], &dens, 1)
-                               : NAN;
+    o[2] = sim_eng_has_base(e)
+                   ? client_accuracy(e, c, priv, len, src, idx, env->part->n_test[c], &dens, 1)
+                   : NAN;
+}
+
+/* Run tasks [t->first, end) over the evaluation's processes, outputs at o (3 doubles each),
+ * with the private states of their clients read from the store first. */
+static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err *err)
+{
+    size_t used = 0;
+    int k0 = t->first > t->n_chunks ? t->first - t->n_chunks : 0;
+    for (int k = k0; k < end - t->n_chunks; k++) {
+        int32_t c = t->client[k];
+        if (!e->c[c].priv_len || (k > k0 && t->client[k - 1] == c)) continue;
+        const void *p;
+        size_t len;
+        int rc = sim_eng_state_get(e, c, &p, &len, err);
+        if (rc) return rc;
+        memcpy(t->states + used, p, len);
+        t->at[c] = used;
+        used += len;
+    }
+    sim_fanout(e->eval_procs, end - t->first, 3 * sizeof(double), eval_task, t,
+               o + 3 * (size_t)t->first);
+    return SIM_OK;
+}
+
+/* Every task, in batches of clients whose states take eval_batch_bytes() at most (the global
+ * model's chunks go with the first). */
+static int eval_all(sim_engine *e, eval_tasks *t, double *o, sim_err *err)
+{
+    size_t cap = 0, bytes = 0, most = eval_batch_bytes();
+    for (int k = 0; k < t->n_pers; k++)
+        if (k == 0 || t->client[k] != t->client[k - 1]) {
+            size_t len = e->c[t->client[k]].priv_len;
+            bytes = bytes && bytes + len > most ? len : bytes + len;
+            if (bytes > cap) cap = bytes;
+        }
+    t->states = sim_xmalloc(cap ? cap : 1);
+    t->at = sim_xcalloc((size_t)e->n, sizeof *t->at);
+    int rc = SIM_OK, end = t->n_chunks;
+    bytes = 0;
+    t->first = 0;
+    for (int k = 0; k < t->n_pers && !rc; k++) {
+        if (k > 0 && t->client[k] == t->client[k - 1]) continue;
+        size_t len = e->c[t->client[k]].priv_len;
+        if (bytes && bytes + len > most) { /* the batch so far, then one from here */
+            rc = eval_batch(e, t, t->n_chunks + k, o, err);
+            t->first = t->n_chunks + k;
+            bytes = 0;
+        }
+        bytes += len;
+    }
+    end = t->n_chunks + t->n_pers;
+    if (!rc && end > t->first) rc = eval_batch(e, t, end, o, err);
+    free(t->states);
+    free(t->at);
+    return rc;
 }
 
 /* Mean, bottom decile and mean under each eval.shift of k clients' accuracies, the i-th
@@ -238,7 +309,14 @@ void sim_eng_evaluate(sim_engine *e)
     }
     int n_tasks = t.n_chunks + t.n_pers;
     double *o = sim_xmalloc(sizeof(double) * 3 * (size_t)(n_tasks > 0 ? n_tasks : 1));
-    sim_fanout(e->eval_procs, n_tasks, 3 * sizeof(double), eval_task, &t, o);
+    int rc = eval_all(e, &t, o, &e->eval_err);
+    if (rc) { /* a state unreadable: the run stops on it, without this row */
+        e->eval_failed = rc;
+        free(o);
+        free(t.client);
+        free(t.shift);
+        return;
+    }
     if (e->spec.algo->flags & FL_HAS_GLOBAL) {
         long correct = 0;
         double sum = 0;

@@ -165,6 +165,10 @@ int sim_eng_outputs_failed(sim_engine *e, sim_err *err)
     for (int i = 0; i < OUT_COUNT; i++)
         if (e->out[i].errnum) return sim_out_flush(&e->out[i], 0, err);
     if (e->links_out.errnum) return sim_out_flush(&e->links_out, 0, err);
+    if (e->eval_failed) {
+        if (err) *err = e->eval_err;
+        return e->eval_failed;
+    }
     if (e->trace_errnum)
         return sim_fail(err, SIM_EIO, e->spec.trace_path ? e->spec.trace_path : "trace", 0, 0,
                         "cannot write: %s", strerror(e->trace_errnum));
