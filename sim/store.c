@@ -9,7 +9,14 @@
  * the database: its transactions skip fsync (nothing in it must survive a crash), and LMDB
  * without fsync may damage the file's older pages on a system crash; kept apart, a damaged spill
  * is deleted at the next open and the database is only ever written by synced commits. The
- * spill has no lock file: no other process ever opens it.
+ * spill has no lock file: no other process ever opens it. Both files are made when first
+ * written; a memory-only store (no directory) has neither, and its cache, the only copy, never
+ * evicts.
+ *
+ * A commit's undo table holds, for each client the commit changed, its state as of the commit
+ * before, read through a read transaction begun inside the write one (MDB_NOTLS lets a thread
+ * hold read transactions besides its write one): it sees the previous commit whatever the write
+ * has done, and its pages stay put while it lives, so an old state is copied once, into the undo.
  *
  * The cache is an open-addressing table of entry pointers (linear probing, backward-shift
  * deletion) and a doubly linked list in order of use; eviction takes the least recently used
@@ -17,6 +24,7 @@
  */
 #include "sim/store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <lmdb.h>
 #include <stdlib.h>
@@ -28,8 +36,8 @@
 /* A map is address space, not memory or disk (the file grows with its pages), so it starts
  * large: growing it retries the whole transaction that filled it, a commit of every change. */
 #define MAP_DEFAULT    ((size_t)1 << 30)
-#define SPILL_STATE    1 /* a spill record's tag byte: the state follows */
-#define SPILL_DROPPED  0 /* ... the client was dropped */
+#define REC_STATE      1 /* a spill or undo record's tag byte: the state follows */
+#define REC_ABSENT     0 /* ... the client has no state (dropped, or had none then) */
 #define PATH_MAX_STORE 1100
 
 typedef struct entry {
@@ -50,15 +58,17 @@ typedef struct lenv {
 } lenv;
 
 struct sim_store {
-    lenv db, spill;
-    MDB_dbi meta;
+    lenv db, spill; /* env NULL while the file is not made yet (always, memory-only) */
+    MDB_dbi meta, undo;
+    int memory; /* no directory: the cache is the only copy and never evicts */
+    char *identity;
     size_t budget, map_size, map_max;
     size_t bytes, n, ndirty, nspilled;
     entry **slot; /* cap slots, a power of two, at most half full */
     size_t cap;
     entry *head, *tail;
-    int committed;
-    uint64_t tag;
+    int committed, undoable; /* undoable: the last commit has an undo table, to undo_tag */
+    uint64_t tag, undo_tag;
     unsigned char *scratch; /* a state too large to cache, as get returned it */
 };
 
@@ -261,23 +271,42 @@ static int remove_files(const char *path, sim_err *err)
     return 0;
 }
 
+static void u64_put(unsigned char b[8], uint64_t x)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(x >> (56 - 8 * i));
+}
+
+static uint64_t u64_get(const unsigned char b[8])
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x = x << 8 | b[i];
+    return x;
+}
+
 static int spill_table(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
 {
     (void)ctx, (void)where;
     return mdb_dbi_open(txn, NULL, 0, &s->spill.dbi);
 }
 
-/* A new, empty spill file, in place of any older one. */
-static int spill_reset(sim_store *s, sim_err *err)
+/* The spill file, made at its first use (no older one is left: every open removes it). */
+static int spill_make(sim_store *s, sim_err *err)
+{
+    if (s->spill.env) return 0;
+    int rc = env_open(&s->spill, s->map_size, MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOLOCK, 0, err);
+    if (!rc) rc = write_txn(s, &s->spill, spill_table, NULL, "cannot create its table", err);
+    return rc;
+}
+
+/* Close and delete the spill file; the next eviction that spills makes a new one. */
+static int spill_remove(sim_store *s, sim_err *err)
 {
     if (s->spill.env) mdb_env_close(s->spill.env);
     s->spill.env = NULL;
     s->nspilled = 0;
-    int rc = remove_files(s->spill.path, err);
-    if (!rc)
-        rc = env_open(&s->spill, s->map_size, MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOLOCK, 0, err);
-    if (!rc) rc = write_txn(s, &s->spill, spill_table, NULL, "cannot create its table", err);
-    return rc;
+    return remove_files(s->spill.path, err);
 }
 
 static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *p, size_t n)
@@ -286,24 +315,51 @@ static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *p, s
     return mdb_put(txn, dbi, &k, &v, 0);
 }
 
-struct header {
-    const char *identity;
-};
+static int meta_del(MDB_txn *txn, MDB_dbi dbi, const char *key)
+{
+    MDB_val k = {strlen(key), (void *)(uintptr_t)key};
+    int rc = mdb_del(txn, dbi, &k, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
 
 static int header_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
 {
-    (void)where;
-    const struct header *h = ctx;
+    (void)ctx, (void)where;
     unsigned char fmt[4] = {0, 0, 0, SIM_STORE_FORMAT};
     int rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
     if (!rc) rc = mdb_dbi_open(txn, "states", MDB_CREATE, &s->db.dbi);
+    if (!rc) rc = mdb_dbi_open(txn, "undo", MDB_CREATE, &s->undo);
     if (!rc) rc = meta_put(txn, s->meta, "magic", STORE_MAGIC, strlen(STORE_MAGIC));
     if (!rc) rc = meta_put(txn, s->meta, "format", fmt, sizeof fmt);
-    if (!rc) rc = meta_put(txn, s->meta, "identity", h->identity, strlen(h->identity));
+    if (!rc) rc = meta_put(txn, s->meta, "identity", s->identity, strlen(s->identity));
     return rc;
 }
 
-/* Check an existing file's header and read its last commit's tag. */
+/* The database file with its header, made at the first commit or spill of a NEW store. */
+static int db_make(sim_store *s, sim_err *err)
+{
+    if (s->db.env) return 0;
+    int rc = env_open(&s->db, s->map_size, 0, 3, err);
+    if (!rc) rc = write_txn(s, &s->db, header_write, NULL, "cannot write its header", err);
+    if (rc && s->db.env) {
+        mdb_env_close(s->db.env);
+        s->db.env = NULL;
+    }
+    return rc;
+}
+
+/* Read meta key (8 bytes) into *x: 1, 0 when absent, negative when it has another size. */
+static int meta_u64(MDB_txn *txn, MDB_dbi dbi, const char *key, uint64_t *x)
+{
+    MDB_val k = {strlen(key), (void *)(uintptr_t)key}, v;
+    int rc = mdb_get(txn, dbi, &k, &v);
+    if (rc == MDB_NOTFOUND) return 0;
+    if (rc || v.mv_size != 8) return -1;
+    *x = u64_get(v.mv_data);
+    return 1;
+}
+
+/* Check an existing file's header and read its last commit's tag and what it can go back to. */
 static int header_check(sim_store *s, const char *identity, sim_err *err)
 {
     const char *path = s->db.path;
@@ -344,22 +400,20 @@ static int header_check(sim_store *s, const char *identity, sim_err *err)
                         "the state store of another run (identity '%.*s', this run's '%s')", n,
                         rc ? "" : (const char *)v.mv_data, identity);
     }
-    k = (MDB_val){3, "tag"};
-    rc = mdb_get(txn, s->meta, &k, &v);
-    if (!rc && v.mv_size == 8) {
-        const unsigned char *t = v.mv_data;
-        s->tag = 0;
-        for (int i = 0; i < 8; i++)
-            s->tag = s->tag << 8 | t[i];
-        s->committed = 1;
-    } else if (rc != MDB_NOTFOUND) {
+    int tag = meta_u64(txn, s->meta, "tag", &s->tag);
+    int undo = meta_u64(txn, s->meta, "undo_tag", &s->undo_tag);
+    if (tag < 0 || undo < 0) {
         mdb_txn_abort(txn);
-        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its commit tag is unreadable");
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its %s tag is unreadable",
+                        tag < 0 ? "commit" : "undo");
     }
-    rc = mdb_dbi_open(txn, "states", 0, &s->db.dbi);
+    s->committed = tag, s->undoable = undo;
+    const char *table = "states";
+    rc = mdb_dbi_open(txn, table, 0, &s->db.dbi);
+    if (!rc) rc = mdb_dbi_open(txn, table = "undo", 0, &s->undo);
     if (rc) {
         mdb_txn_abort(txn);
-        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its table of states is missing: %s",
+        return sim_fail(err, SIM_EFORMAT, path, 0, 0, "its table '%s' is missing: %s", table,
                         mdb_strerror(rc));
     }
     rc = mdb_txn_commit(txn); /* keeps the table handles */
@@ -385,6 +439,22 @@ static int size_check(sim_store *s, sim_err *err)
     return 0;
 }
 
+static int resume_open(sim_store *s, const char *identity, sim_err *err)
+{
+    struct stat fs;
+    if (stat(s->db.path, &fs))
+        return sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot open the state store: %s",
+                        strerror(errno));
+    if (!S_ISREG(fs.st_mode))
+        return sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "not a regular file");
+    if (fs.st_size == 0) /* LMDB would take an empty file for a new database */
+        return sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "empty, not a state store");
+    int rc = env_open(&s->db, s->map_size, 0, 3, err);
+    if (!rc) rc = size_check(s, err);
+    if (!rc) rc = header_check(s, identity, err);
+    return rc;
+}
+
 int sim_store_open(sim_store **out, const char *dir, const char *identity,
                    const sim_store_opts *opts, sim_store_mode mode, sim_err *err)
 {
@@ -393,28 +463,18 @@ int sim_store_open(sim_store **out, const char *dir, const char *identity,
     s->budget = opts->budget;
     s->map_size = opts->map_size ? opts->map_size : MAP_DEFAULT;
     s->map_max = opts->map_max;
+    s->identity = sim_xstrdup(identity);
+    if (!dir) {
+        assert(mode == SIM_STORE_NEW && "a memory-only store has nothing to resume");
+        s->memory = 1;
+        *out = s;
+        return 0;
+    }
     snprintf(s->db.path, sizeof s->db.path, "%s/state.mdb", dir);
     snprintf(s->spill.path, sizeof s->spill.path, "%s/state.spill", dir);
-    int rc = 0;
-    if (mode == SIM_STORE_NEW) {
-        rc = remove_files(s->db.path, err);
-        if (!rc) rc = env_open(&s->db, s->map_size, 0, 2, err);
-        struct header h = {identity};
-        if (!rc) rc = write_txn(s, &s->db, header_write, &h, "cannot write its header", err);
-    } else {
-        struct stat fs;
-        if (stat(s->db.path, &fs))
-            rc = sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot open the state store: %s",
-                          strerror(errno));
-        else if (!S_ISREG(fs.st_mode))
-            rc = sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "not a regular file");
-        else if (fs.st_size == 0) /* LMDB would take an empty file for a new database */
-            rc = sim_fail(err, SIM_EFORMAT, s->db.path, 0, 0, "empty, not a state store");
-        if (!rc) rc = env_open(&s->db, s->map_size, 0, 2, err);
-        if (!rc) rc = size_check(s, err);
-        if (!rc) rc = header_check(s, identity, err);
-    }
-    if (!rc) rc = spill_reset(s, err);
+    /* NEW makes its database at the first commit or spill, so an older one must go now. */
+    int rc = mode == SIM_STORE_NEW ? remove_files(s->db.path, err) : resume_open(s, identity, err);
+    if (!rc) rc = remove_files(s->spill.path, err); /* a crashed session's */
     if (rc) {
         sim_store_free(s);
         return rc;
@@ -430,11 +490,9 @@ void sim_store_free(sim_store *s)
         remove_entry(s, s->head);
     free(s->slot);
     free(s->scratch);
+    free(s->identity);
     if (s->db.env) mdb_env_close(s->db.env);
-    if (s->spill.env) {
-        mdb_env_close(s->spill.env);
-        remove_files(s->spill.path, NULL);
-    }
+    if (s->spill.env) spill_remove(s, NULL);
     free(s);
 }
 
@@ -456,7 +514,7 @@ static int spill_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where
         int rc = mdb_put(txn, s->spill.dbi, &kv, &dv, MDB_RESERVE);
         if (rc) return rc;
         unsigned char *p = dv.mv_data;
-        p[0] = e->gone ? SPILL_DROPPED : SPILL_STATE;
+        p[0] = e->gone ? REC_ABSENT : REC_STATE;
         if (e->len) memcpy(p + 1, e->data, e->len);
     }
     return 0;
@@ -466,7 +524,7 @@ static int spill_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where
  * the spill in one transaction first, so a failure leaves the cache as it was. */
 static int evict(sim_store *s, sim_err *err)
 {
-    if (s->bytes <= s->budget) return 0;
+    if (s->memory || s->bytes <= s->budget) return 0;
     size_t over = s->bytes - s->budget, freed = 0, ndirty = 0;
     entry *e = s->tail;
     for (; e && freed < over; e = e->prev) {
@@ -475,7 +533,9 @@ static int evict(sim_store *s, sim_err *err)
     }
     struct victims v = {e};
     if (ndirty) {
-        int rc = write_txn(s, &s->spill, spill_write, &v, "cannot write evicted states", err);
+        int rc = db_make(s, err);
+        if (!rc) rc = spill_make(s, err);
+        if (!rc) rc = write_txn(s, &s->spill, spill_write, &v, "cannot write evicted states", err);
         if (rc) return rc;
         s->nspilled += ndirty;
     }
@@ -527,18 +587,18 @@ int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim
     if (s->nspilled) {
         rc = lmdb_read(&s->spill, id, &buf, &n, err);
         if (rc < 0) return rc;
-        if (rc && (n == 0 || buf[0] > SPILL_STATE)) {
+        if (rc && (n == 0 || buf[0] > REC_STATE)) {
             free(buf);
             return sim_fail(err, SIM_EFORMAT, s->spill.path, 0, 0,
                             "client %u's spilled record is malformed", id);
         }
-        if (rc && buf[0] == SPILL_DROPPED) {
+        if (rc && buf[0] == REC_ABSENT) {
             free(buf);
             return 0;
         }
         skip = rc; /* the tag byte */
     }
-    if (!rc) rc = lmdb_read(&s->db, id, &buf, &n, err);
+    if (!rc && s->db.env) rc = lmdb_read(&s->db, id, &buf, &n, err);
     if (rc <= 0) return rc;
     n -= skip;
     if (skip) memmove(buf, buf + skip, n);
@@ -587,7 +647,7 @@ int sim_store_drop(sim_store *s, uint32_t id, sim_err *err)
     return change(s, id, NULL, 0, err);
 }
 
-/* ---- commit */
+/* ---- commit and restore */
 
 static int apply(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, int gone, const void *p, size_t n)
 {
@@ -599,57 +659,104 @@ static int apply(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, int gone, const 
     return mdb_put(txn, dbi, &k, &v, 0);
 }
 
-/* The spill's records first, then the cache's dirty entries over them (they are newer). */
+/* Note in the undo table key's state as of the previous commit (prev, a read transaction that
+ * sees it), unless this commit noted it already (a key from the spill, then from the cache). */
+static int undo_note(sim_store *s, MDB_txn *txn, MDB_txn *prev, const MDB_val *key)
+{
+    MDB_val k = *key, v, old;
+    int rc = mdb_get(txn, s->undo, &k, &v);
+    if (rc != MDB_NOTFOUND) return rc;
+    rc = mdb_get(prev, s->db.dbi, &k, &old);
+    if (rc == MDB_NOTFOUND) {
+        unsigned char absent = REC_ABSENT;
+        v = (MDB_val){1, &absent};
+        return mdb_put(txn, s->undo, &k, &v, 0);
+    }
+    if (rc) return rc;
+    /* old points into prev's snapshot, which this transaction's writes leave in place */
+    v = (MDB_val){old.mv_size + 1, NULL};
+    rc = mdb_put(txn, s->undo, &k, &v, MDB_RESERVE);
+    if (rc) return rc;
+    unsigned char *p = v.mv_data;
+    p[0] = REC_STATE;
+    if (old.mv_size) memcpy(p + 1, old.mv_data, old.mv_size);
+    return 0;
+}
+
+/* One key's change, its old state noted first when there is a previous commit to go back to. */
+static int commit_key(sim_store *s, MDB_txn *txn, MDB_txn *prev, const MDB_val *key, int gone,
+                      const void *p, size_t n)
+{
+    int rc = prev ? undo_note(s, txn, prev, key) : 0;
+    return rc ? rc : apply(txn, s->db.dbi, key, gone, p, n);
+}
+
+static int commit_spill(sim_store *s, MDB_txn *txn, MDB_txn *prev, const lenv **where)
+{
+    MDB_txn *rt;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    *where = &s->spill;
+    int rc = mdb_txn_begin(s->spill.env, NULL, MDB_RDONLY, &rt);
+    if (rc) return rc;
+    rc = mdb_cursor_open(rt, s->spill.dbi, &cur);
+    if (rc) {
+        mdb_txn_abort(rt);
+        return rc;
+    }
+    for (MDB_cursor_op op = MDB_FIRST; !(rc = mdb_cursor_get(cur, &k, &v, op)); op = MDB_NEXT) {
+        const unsigned char *p = v.mv_data;
+        if (v.mv_size == 0 || p[0] > REC_STATE) {
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        *where = &s->db;
+        rc = commit_key(s, txn, prev, &k, p[0] == REC_ABSENT, p + 1, v.mv_size - 1);
+        if (rc) break;
+        *where = &s->spill;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(rt);
+    if (rc != MDB_NOTFOUND) return rc;
+    *where = &s->db;
+    return 0;
+}
+
+/* The spill's records first, then the cache's dirty entries over them (they are newer); the
+ * undo table is emptied first and refilled with the old states of the keys this changes. */
 static int commit_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
 {
     const uint64_t *tag = ctx;
-    int rc = 0;
-    if (s->nspilled) {
-        MDB_txn *rt;
-        MDB_cursor *cur;
-        MDB_val k, v;
-        *where = &s->spill;
-        rc = mdb_txn_begin(s->spill.env, NULL, MDB_RDONLY, &rt);
-        if (rc) return rc;
-        rc = mdb_cursor_open(rt, s->spill.dbi, &cur);
-        if (rc) {
-            mdb_txn_abort(rt);
-            return rc;
-        }
-        for (MDB_cursor_op op = MDB_FIRST; !(rc = mdb_cursor_get(cur, &k, &v, op)); op = MDB_NEXT) {
-            const unsigned char *p = v.mv_data;
-            if (v.mv_size == 0 || p[0] > SPILL_STATE) {
-                rc = MDB_CORRUPTED;
-                break;
-            }
-            *where = &s->db;
-            rc = apply(txn, s->db.dbi, &k, p[0] == SPILL_DROPPED, p + 1, v.mv_size - 1);
-            if (rc) break;
-            *where = &s->spill;
-        }
-        mdb_cursor_close(cur);
-        mdb_txn_abort(rt);
-        if (rc != MDB_NOTFOUND) return rc;
-        *where = &s->db;
-    }
-    for (entry *e = s->head; e; e = e->next) {
+    MDB_txn *prev = NULL;
+    unsigned char t[8];
+    int rc = mdb_drop(txn, s->undo, 0);
+    if (!rc && s->committed) rc = mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &prev);
+    if (!rc && s->nspilled) rc = commit_spill(s, txn, prev, where);
+    for (entry *e = s->head; e && !rc; e = e->next) {
         if (!e->dirty) continue;
         unsigned char kb[4];
         MDB_val k;
         key_of(e->id, kb, &k);
-        rc = apply(txn, s->db.dbi, &k, e->gone, e->data, e->len);
-        if (rc) return rc;
+        rc = commit_key(s, txn, prev, &k, e->gone, e->data, e->len);
     }
-    unsigned char t[8];
-    for (int i = 0; i < 8; i++)
-        t[i] = (unsigned char)(*tag >> (56 - 8 * i));
-    return meta_put(txn, s->meta, "tag", t, sizeof t);
+    if (prev) mdb_txn_abort(prev);
+    u64_put(t, *tag);
+    if (!rc) rc = meta_put(txn, s->meta, "tag", t, sizeof t);
+    u64_put(t, s->tag);
+    if (!rc)
+        rc = prev ? meta_put(txn, s->meta, "undo_tag", t, sizeof t)
+                  : meta_del(txn, s->meta, "undo_tag");
+    return rc;
 }
 
 int sim_store_commit(sim_store *s, uint64_t tag, sim_err *err)
 {
-    int rc = write_txn(s, &s->db, commit_write, &tag, "cannot commit", err);
-    if (rc) return rc;
+    if (!s->memory) {
+        int rc = db_make(s, err);
+        if (!rc) rc = write_txn(s, &s->db, commit_write, &tag, "cannot commit", err);
+        if (rc) return rc;
+        s->undoable = s->committed, s->undo_tag = s->tag;
+    }
     s->committed = 1;
     s->tag = tag;
     for (entry *e = s->head, *next; e; e = next) {
@@ -659,7 +766,7 @@ int sim_store_commit(sim_store *s, uint64_t tag, sim_err *err)
         else
             set_dirty(s, e, 0);
     }
-    return s->nspilled ? spill_reset(s, err) : 0;
+    return s->spill.env ? spill_remove(s, err) : 0;
 }
 
 int sim_store_committed(const sim_store *s, uint64_t *tag)
@@ -668,15 +775,92 @@ int sim_store_committed(const sim_store *s, uint64_t *tag)
     return s->committed;
 }
 
+/* Put back every state the undo table holds, then empty it: the database of the commit before. */
+static int undo_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **where)
+{
+    (void)where;
+    const uint64_t *tag = ctx;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, s->undo, &cur);
+    if (rc) return rc;
+    /* the undo table's pages are not written before the drop below, so v stays valid */
+    for (MDB_cursor_op op = MDB_FIRST; !(rc = mdb_cursor_get(cur, &k, &v, op)); op = MDB_NEXT) {
+        const unsigned char *p = v.mv_data;
+        if (v.mv_size == 0 || p[0] > REC_STATE) {
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        rc = apply(txn, s->db.dbi, &k, p[0] == REC_ABSENT, p + 1, v.mv_size - 1);
+        if (rc) break;
+    }
+    mdb_cursor_close(cur);
+    if (rc != MDB_NOTFOUND) return rc;
+    unsigned char t[8];
+    u64_put(t, *tag);
+    rc = mdb_drop(txn, s->undo, 0);
+    if (!rc) rc = meta_put(txn, s->meta, "tag", t, sizeof t);
+    if (!rc) rc = meta_del(txn, s->meta, "undo_tag");
+    return rc;
+}
+
+int sim_store_restore(sim_store *s, uint64_t tag, sim_err *err)
+{
+    uint64_t at = s->committed ? s->tag : 0;
+    if (s->memory) {
+        if (tag == at) return 0;
+        return sim_fail(err, SIM_EINVAL, NULL, 0, 0,
+                        "the memory-only state store is at commit %llu, not %llu",
+                        (unsigned long long)at, (unsigned long long)tag);
+    }
+    assert(s->n == 0 && s->nspilled == 0 && "restore comes before any get, put or drop");
+    if (tag == at) return 0;
+    if (!s->undoable)
+        return sim_fail(err, SIM_EINVAL, s->db.path, 0, 0,
+                        "the state store is at commit %llu and cannot go back to commit %llu (its "
+                        "last commit has no undo)",
+                        (unsigned long long)at, (unsigned long long)tag);
+    if (tag != s->undo_tag)
+        return sim_fail(err, SIM_EINVAL, s->db.path, 0, 0,
+                        "the state store is at commit %llu and can go back only to commit %llu, "
+                        "not to commit %llu",
+                        (unsigned long long)at, (unsigned long long)s->undo_tag,
+                        (unsigned long long)tag);
+    int rc = write_txn(s, &s->db, undo_write, &tag, "cannot go back a commit", err);
+    if (rc) return rc;
+    s->tag = tag;
+    s->undoable = 0;
+    return 0;
+}
+
+/* Committed states: the states table's entries. */
+static int db_states(const sim_store *s, uint64_t *n, sim_err *err)
+{
+    MDB_txn *txn = NULL;
+    MDB_stat st;
+    int rc = mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn);
+    if (!rc) rc = mdb_stat(txn, s->db.dbi, &st);
+    if (txn) mdb_txn_abort(txn);
+    if (rc) return lmdb_fail(err, &s->db, rc, "cannot count its states");
+    *n = st.ms_entries;
+    return 0;
+}
+
 int sim_store_stats_get(const sim_store *s, sim_store_stats *st, sim_err *err)
 {
     struct stat fs;
-    *st = (sim_store_stats){s->bytes, s->n, s->ndirty, s->nspilled, 0, 0};
-    if (stat(s->db.path, &fs))
-        return sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot stat: %s", strerror(errno));
-    st->disk_bytes = (uint64_t)fs.st_size;
-    if (stat(s->spill.path, &fs))
-        return sim_fail(err, SIM_EIO, s->spill.path, 0, 0, "cannot stat: %s", strerror(errno));
-    st->spill_bytes = (uint64_t)fs.st_size;
+    *st = (sim_store_stats){s->bytes, s->n, s->ndirty, s->nspilled, 0, 0, 0};
+    if (s->db.env) {
+        if (stat(s->db.path, &fs))
+            return sim_fail(err, SIM_EIO, s->db.path, 0, 0, "cannot stat: %s", strerror(errno));
+        st->disk_bytes = (uint64_t)fs.st_size;
+        int rc = db_states(s, &st->states, err);
+        if (rc) return rc;
+    }
+    if (s->spill.env) {
+        if (stat(s->spill.path, &fs))
+            return sim_fail(err, SIM_EIO, s->spill.path, 0, 0, "cannot stat: %s", strerror(errno));
+        st->spill_bytes = (uint64_t)fs.st_size;
+    }
     return 0;
 }

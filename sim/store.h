@@ -14,6 +14,16 @@
  * a store is opened or closed. Clean states are evicted by dropping them. Eviction is least
  * recently used first, so what get returns never depends on the budget, only how fast.
  *
+ * Each commit also records, in the same transaction, how to undo it: the previous commit's state
+ * of every client it changes. The engine commits the store (tag T+1) and then writes its
+ * checkpoint naming T+1; a crash between the two leaves checkpoint T with the store at T+1, and
+ * sim_store_restore(T) goes back one commit.
+ *
+ * The files are made when first needed: a NEW store makes DIR/state.mdb at its first commit or
+ * its first spill, the spill at its first use, so a run whose clients hold no state and which
+ * never commits leaves no state files. Without a directory the store is memory-only: no files
+ * at all, every state in the cache whatever the budget (for tests and runs without a folder).
+ *
  * Opening an existing file checks its header (magic, format version, the caller's run identity,
  * e.g. the scenario's hash) and refuses a foreign, corrupted or another run's file with a sim_err
  * naming the file and what is wrong. A map that fills up is grown and the transaction retried.
@@ -27,18 +37,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The file format's version in its header; a file with another one is refused. */
-#define SIM_STORE_FORMAT 1
+/* The file format's version in its header; a file with another one is refused. 2: the undo
+ * table and the meta undo_tag. */
+#define SIM_STORE_FORMAT 2
 
 typedef struct sim_store sim_store;
 
 typedef enum sim_store_mode {
-    SIM_STORE_NEW,    /* a fresh database: an existing DIR/state.mdb is replaced */
+    SIM_STORE_NEW,    /* a fresh database: an existing DIR/state.mdb is removed at open */
     SIM_STORE_RESUME, /* DIR/state.mdb must exist and carry this identity */
 } sim_store_mode;
 
 typedef struct sim_store_opts {
-    size_t budget;   /* the cache's bytes (states and their bookkeeping); SIZE_MAX = unbounded */
+    size_t budget;   /* the cache's bytes (states and their bookkeeping); SIZE_MAX = unbounded;
+                        ignored by a memory-only store */
     size_t map_size; /* LMDB map to start with, bytes; 0 = 1 GiB */
     size_t map_max;  /* how far the map may grow; 0 = no limit but the machine's */
 } sim_store_opts;
@@ -49,12 +61,14 @@ typedef struct sim_store_stats {
     size_t cached;        /* states in memory, dirty or not */
     size_t dirty;         /* of them, changed since the last commit */
     size_t spilled;       /* states written to the spill since the last commit */
-    uint64_t disk_bytes;  /* DIR/state.mdb's size */
-    uint64_t spill_bytes; /* DIR/state.spill's size */
+    uint64_t disk_bytes;  /* DIR/state.mdb's size (0 while it is not made) */
+    uint64_t spill_bytes; /* DIR/state.spill's size (0 while it is not made) */
+    uint64_t states;      /* states committed in the database (0 without one) */
 } sim_store_stats;
 
 /* Open DIR/state.mdb (mode says whether it is new) for the run identity (any string). NEW
- * writes the header; RESUME checks it and the file. 0, or negative with err naming the file. */
+ * removes older files and makes none yet; RESUME checks the file and its header. dir NULL: a
+ * memory-only store (NEW only). 0, or negative with err naming the file. */
 int sim_store_open(sim_store **out, const char *dir, const char *identity,
                    const sim_store_opts *opts, sim_store_mode mode, sim_err *err);
 /* Close, discarding what was not committed (the spill file goes). NULL is a no-op. */
@@ -74,6 +88,13 @@ int sim_store_drop(sim_store *s, uint32_t id, sim_err *err);
 int sim_store_commit(sim_store *s, uint64_t tag, sim_err *err);
 /* The tag of the last commit into *tag: 1, or 0 when the database was never committed. */
 int sim_store_committed(const sim_store *s, uint64_t *tag);
+
+/* After a RESUME open and before any get/put/drop: bring the database to the commit tagged
+ * tag. 0 when it is already there, or after undoing its last commit when that commit's
+ * predecessor is tag (one synced transaction: states restored, tag = tag, undo emptied);
+ * negative naming the file and both tags (and the one it could go back to) otherwise. A
+ * memory-only store succeeds iff tag is its last commit's (0 when none). */
+int sim_store_restore(sim_store *s, uint64_t tag, sim_err *err);
 
 /* 0, or negative when a file's size cannot be read. */
 int sim_store_stats_get(const sim_store *s, sim_store_stats *st, sim_err *err);

@@ -1,9 +1,11 @@
 /* tests/test_sim_store.c -- the client state store (sim/store.h): reads independent of the cache's
  * budget, commits that survive a reopen (and a crash) while uncommitted states do not, refusal of
- * foreign, damaged and other runs' files, and a map that grows. */
+ * foreign, damaged and other runs' files, a map that grows, the memory-only store, files made
+ * only when needed, and going back one commit. */
 #include "sim/store.h"
 #include "tests/check.h"
 
+#include <dirent.h>
 #include <lmdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,9 +335,14 @@ static void test_refusals(void)
     refused(dir, "run-A", "No such file");
     make_store(dir, "run-A");
     refused(dir, "run-B", "another run (identity 'run-A', this run's 'run-B')");
-    set_header(dir, "format", "\0\0\0\2", 4);
-    refused(dir, "run-A", "state store format 2, this fedsim reads format 1");
-    set_header(dir, "format", "\0\0\0\1", 4);
+    unsigned char fmt[4] = {0, 0, 0, SIM_STORE_FORMAT + 1};
+    char why[80];
+    snprintf(why, sizeof why, "state store format %d, this fedsim reads format %d",
+             SIM_STORE_FORMAT + 1, SIM_STORE_FORMAT);
+    set_header(dir, "format", fmt, 4);
+    refused(dir, "run-A", why);
+    fmt[3] = SIM_STORE_FORMAT;
+    set_header(dir, "format", fmt, 4);
     struct stat fs;
     char path[100];
     snprintf(path, sizeof path, "%s/state.mdb", dir);
@@ -364,6 +371,278 @@ static void test_refusals(void)
     CHECK(sim_store_open(&s, dir, "run-A", &o, SIM_STORE_RESUME, &err) == 0);
     sim_store_free(s);
     rm_dir(dir);
+}
+
+/* 1 when dir holds no file but . and .. */
+static int dir_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int empty = 1;
+    while (d && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            printf("%s holds %s\n", dir, de->d_name), empty = 0;
+    if (d) closedir(d);
+    return d && empty;
+}
+
+/* A memory-only store (no directory) run from a scratch directory: 10,000 random puts, gets,
+ * drops and commits on 1,000 clients through a 1 KiB budget agree with the model (the budget is
+ * ignored: nothing is evicted, there is nowhere to put it), no file is made, the stats say no
+ * disk, and restore accepts only the last commit's tag. */
+static void test_memory_only(void)
+{
+    char dir[64], cwd[4096];
+    tmp_dir(dir);
+    CHECK(getcwd(cwd, sizeof cwd) && chdir(dir) == 0);
+    sim_store *s;
+    sim_err err;
+    sim_store_opts o = {1 << 10, 0, 0};
+    CHECK(sim_store_open(&s, NULL, "mem", &o, SIM_STORE_NEW, &err) == 0);
+    CHECK(sim_store_restore(s, 0, &err) == 0);
+    uint32_t ver[1000] = {0}, next = 1;
+    unsigned char *buf = malloc(MAXLEN);
+    uint64_t x = 43, tag = 0;
+    long bad = 0;
+    for (int step = 0; step < 10000; step++) {
+        uint32_t id = (uint32_t)(mix(&x) % 1000);
+        unsigned op = (unsigned)(mix(&x) % 10);
+        if (op < 5)
+            bad += put_ver(s, id, ver[id] = next++, buf) != 0;
+        else if (op < 9)
+            bad += !holds(s, id, ver[id], buf);
+        else
+            ver[id] = 0, bad += sim_store_drop(s, id, &err) != 0;
+        if (step % 1000 == 999) bad += sim_store_commit(s, ++tag, &err) != 0;
+    }
+    for (uint32_t id = 0; id < 1000; id++)
+        bad += !holds(s, id, ver[id], buf);
+    CHECK_EQ_I64(bad, 0);
+    sim_store_stats st;
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK_MSG(st.cached_bytes > 100 * o.budget && st.spilled == 0 && st.disk_bytes == 0 &&
+                      st.spill_bytes == 0 && st.states == 0,
+              "memory-only stats: %zu bytes cached, %zu spilled, %llu %llu disk, %llu states",
+              st.cached_bytes, st.spilled, (unsigned long long)st.disk_bytes,
+              (unsigned long long)st.spill_bytes, (unsigned long long)st.states);
+    uint64_t t = 0;
+    CHECK(sim_store_committed(s, &t) == 1 && t == 10);
+    CHECK(sim_store_restore(s, 10, &err) == 0);
+    CHECK(sim_store_restore(s, 9, &err) < 0 && strstr(err.msg, "at commit 10, not 9"));
+    sim_store_free(s);
+    CHECK_MSG(dir_empty(dir), "a memory-only store made files");
+    CHECK(chdir(cwd) == 0);
+    free(buf);
+    rm_dir(dir);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char path[200];
+    struct stat fs;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &fs) == 0;
+}
+
+/* NEW in a directory holding another session's state.mdb and state.spill removes both and, with
+ * states put and read but no commit and no spill, makes none (nor at close); the database comes
+ * with the first commit, or with the first spill (and the spill file with it). */
+static void test_lazy_files(void)
+{
+    char dir[64], path[100];
+    tmp_dir(dir);
+    make_store(dir, "lazy");
+    snprintf(path, sizeof path, "%s/state.spill", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fputs("stale", f) >= 0 && fclose(f) == 0);
+    CHECK(exists(dir, "state.mdb") && exists(dir, "state.spill"));
+    sim_store *s;
+    sim_err err;
+    sim_store_opts big = {SIZE_MAX, 0, 0}, tiny = {64 << 10, 0, 0};
+    unsigned char *buf = malloc(MAXLEN);
+    sim_store_stats st;
+    CHECK(sim_store_open(&s, dir, "lazy", &big, SIM_STORE_NEW, &err) == 0);
+    CHECK_MSG(dir_empty(dir), "NEW left older files or made new ones");
+    CHECK(holds(s, 5, 0, buf)); /* the older store's client 5 is gone */
+    for (uint32_t id = 0; id < 100; id++)
+        put_ver(s, id, 1, buf);
+    CHECK(holds(s, 5, 1, buf));
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK(st.disk_bytes == 0 && st.states == 0);
+    CHECK_MSG(dir_empty(dir), "puts without a commit made files");
+    sim_store_free(s);
+    CHECK_MSG(dir_empty(dir), "closing made files");
+
+    CHECK(sim_store_open(&s, dir, "lazy", &big, SIM_STORE_NEW, &err) == 0);
+    put_ver(s, 7, 1, buf);
+    CHECK(sim_store_commit(s, 1, &err) == 0);
+    CHECK(exists(dir, "state.mdb") && !exists(dir, "state.spill"));
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK(st.disk_bytes > 0 && st.states == 1);
+    sim_store_free(s);
+
+    CHECK(sim_store_open(&s, dir, "lazy", &tiny, SIM_STORE_NEW, &err) == 0);
+    CHECK(!exists(dir, "state.mdb"));
+    uint32_t id = 0;
+    for (; id < 1000 && !exists(dir, "state.spill"); id++)
+        put_ver(s, id, 2, buf);
+    CHECK_MSG(id < 1000 && exists(dir, "state.mdb"), "a spill without a database (%u puts)", id);
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK(st.spilled > 0 && st.states == 0);
+    sim_store_free(s);
+    uint64_t tag = 9;
+    CHECK(sim_store_open(&s, dir, "lazy", &tiny, SIM_STORE_RESUME, &err) == 0);
+    CHECK(s && sim_store_committed(s, &tag) == 0 && tag == 0);
+    sim_store_free(s);
+    free(buf);
+    rm_dir(dir);
+}
+
+/* The states of commit 1 (A) and commit 2 (B) of clients 0..699. */
+static uint32_t ver_a(uint32_t id)
+{
+    return id < 600 && id % 3 ? 1 : 0;
+}
+
+static uint32_t ver_b(uint32_t id)
+{
+    if (id < 20) return 3;
+    if (id < 200) return 2;
+    if (id < 300) return 0;
+    return id < 600 ? ver_a(id) : 2;
+}
+
+/* A new store in dir: commit 1 holds A; then through a 64 KiB cache, 0..199 get version 2 (some
+ * new), 200..299 are dropped, 600..699 are new, and 0..19 get version 3 after being spilled at
+ * version 2 (so the commit writes them from the spill, then from the cache); commit 2 holds B.
+ * A crash (in a child) ends the session right after commit 2, else it closes. */
+static void two_commits(const char *dir, unsigned char *buf, int crash)
+{
+    sim_store *s;
+    sim_err err;
+    sim_store_opts o = {64 << 10, 0, 0};
+    sim_store_stats st;
+    if (crash) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid) {
+            int status = 0;
+            waitpid(pid, &status, 0);
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            return;
+        }
+        check_passed = check_failed = 0;
+    }
+    CHECK(sim_store_open(&s, dir, "undo", &o, SIM_STORE_NEW, &err) == 0);
+    for (uint32_t id = 0; id < 600; id++)
+        if (ver_a(id)) put_ver(s, id, 1, buf);
+    CHECK(sim_store_commit(s, 1, &err) == 0);
+    for (uint32_t id = 0; id < 200; id++)
+        put_ver(s, id, 2, buf);
+    for (uint32_t id = 200; id < 300; id++)
+        sim_store_drop(s, id, &err);
+    for (uint32_t id = 600; id < 700; id++)
+        put_ver(s, id, 2, buf);
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK_MSG(st.spilled > 200, "%zu spilled", st.spilled);
+    for (uint32_t id = 0; id < 20; id++)
+        put_ver(s, id, 3, buf);
+    CHECK(sim_store_commit(s, 2, &err) == 0);
+    if (crash) {
+        fflush(stdout);
+        _exit(check_failed ? 1 : 0);
+    }
+    sim_store_free(s);
+}
+
+/* dir's store opened to resume (NULL, a failed check, when it would not open). */
+static sim_store *resume(const char *dir)
+{
+    sim_store *s;
+    sim_err err;
+    sim_store_opts o = {64 << 10, 0, 0};
+    int rc = sim_store_open(&s, dir, "undo", &o, SIM_STORE_RESUME, &err);
+    CHECK_MSG(rc == 0, "resume: %s", err.msg);
+    return s;
+}
+
+/* s holds A (b 0) or B (b 1) for every client, committed as tag, and counts them. */
+static void check_states(sim_store *s, int b, uint64_t tag, unsigned char *buf)
+{
+    long bad = 0, n = 0;
+    uint64_t t = 0;
+    sim_store_stats st;
+    sim_err err;
+    for (uint32_t id = 0; id < 700; id++) {
+        uint32_t v = b ? ver_b(id) : ver_a(id);
+        bad += !holds(s, id, v, buf);
+        n += v != 0;
+    }
+    CHECK_MSG(bad == 0, "%ld of 700 clients differ from %s", bad, b ? "B" : "A");
+    CHECK(sim_store_committed(s, &t) == 1);
+    CHECK_EQ_I64(t, tag);
+    CHECK(sim_store_stats_get(s, &st, &err) == 0);
+    CHECK_EQ_I64(st.states, n);
+}
+
+/* restore(tag) is refused naming the file and the tags. */
+static void restore_refused(sim_store *s, const char *dir, uint64_t tag, const char *why)
+{
+    sim_err err;
+    char msg[1024], path[100];
+    snprintf(path, sizeof path, "%s/state.mdb", dir);
+    CHECK(sim_store_restore(s, tag, &err) < 0);
+    sim_err_format(&err, msg, sizeof msg);
+    printf("refused as expected: %s\n", msg);
+    CHECK_MSG(strstr(msg, path) && strstr(msg, why), "'%s' should name %s and say '%s'", msg, path,
+              why);
+}
+
+/* Going back one commit: after commits 1 (A) and 2 (B), restore(1) reads exactly A, once (its
+ * undo is gone after), also after a crash right after commit 2; restore(2) reads B and refuses
+ * 3 and 0; a commit 3 of one change goes back to B exactly (its undo holds that change only). */
+static void test_restore(void)
+{
+    unsigned char *buf = malloc(MAXLEN);
+    for (int crash = 0; crash < 2; crash++) {
+        char dir[64];
+        tmp_dir(dir);
+        two_commits(dir, buf, crash);
+        sim_store *s = resume(dir);
+        if (!s) continue;
+        sim_err err;
+        CHECK_MSG(sim_store_restore(s, 1, &err) == 0, "restore(1): %s", err.msg);
+        check_states(s, 0, 1, buf);
+        sim_store_free(s);
+        if (!(s = resume(dir))) continue;
+        restore_refused(s, dir, 2, "at commit 1 and cannot go back to commit 2");
+        CHECK(sim_store_restore(s, 1, &err) == 0);
+        check_states(s, 0, 1, buf);
+        sim_store_free(s);
+        rm_dir(dir);
+    }
+    char dir[64];
+    tmp_dir(dir);
+    two_commits(dir, buf, 0);
+    sim_store *s = resume(dir);
+    if (s) {
+        sim_err err;
+        restore_refused(s, dir, 3, "at commit 2 and can go back only to commit 1, not to commit 3");
+        restore_refused(s, dir, 0, "at commit 2 and can go back only to commit 1, not to commit 0");
+        CHECK(sim_store_restore(s, 2, &err) == 0);
+        check_states(s, 1, 2, buf);
+        put_ver(s, 650, 4, buf);
+        CHECK(sim_store_commit(s, 3, &err) == 0);
+        sim_store_free(s);
+    }
+    if ((s = resume(dir))) {
+        sim_err err;
+        CHECK_MSG(sim_store_restore(s, 2, &err) == 0, "restore(2): %s", err.msg);
+        check_states(s, 1, 2, buf);
+        sim_store_free(s);
+    }
+    rm_dir(dir);
+    free(buf);
 }
 
 /* A 256 KiB map takes 4 MiB of states (the database's and, through a 64 KiB cache, the spill's
@@ -416,5 +695,8 @@ int main(void)
     test_commit_reopen();
     test_refusals();
     test_map_growth();
+    test_memory_only();
+    test_lazy_files();
+    test_restore();
     return CHECK_DONE();
 }
