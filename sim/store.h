@@ -96,7 +96,7 @@ int sim_store_committed(const sim_store *s, uint64_t *tag);
  * memory-only store succeeds iff tag is its last commit's (0 when none). */
 int sim_store_restore(sim_store *s, uint64_t tag, sim_err *err);
 
-/* 0, or negative when a file's size cannot be read. */
+/* 0, or negative when a file's size or the committed states cannot be read. */
 int sim_store_stats_get(const sim_store *s, sim_store_stats *st, sim_err *err);
 
 #endif /* SIM_STORE_H */
