@@ -427,6 +427,7 @@ static const char run_usage[] =
         "                  [-q] [--trace FILE] [--plots png|svg|pdf|none] [--plot-window N]\n"
         "                  [--plot-logx] [--workers N] [--job-timeout S]\n"
         "                  [--checkpoint-every N] [--checkpoint-minutes T] [--strict]\n"
+        "                  [--state-memory SIZE]\n"
         "\n"
         "Run a scenario; outputs go to DIR [runs/NAME-SEED]: scenario.yaml (resolved),\n"
         "metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, and plots that gnuplot\n"
@@ -445,9 +446,13 @@ static const char run_usage[] =
         "evaluations over N processes; outputs do not depend on N.\n"
         "--job-timeout S: a worker holding a job over S wall seconds is killed and\n"
         "replaced, and the job re-run (3 tries) [0 = no limit]; outputs unchanged.\n"
+        "--state-memory SIZE: the clients' private states (personal models, masks,\n"
+        "momentum) kept in memory, e.g. 4GiB [a quarter of RAM]; the rest wait in\n"
+        "DIR/state.mdb, read back at the client's next job; outputs unchanged.\n"
         "DIR/checkpoint.msgpack is written every N rounds [off] and/or T wall minutes\n"
-        "[10] (0 = off), and on SIGINT/SIGTERM, which stop the run (exit 130/143); a\n"
-        "finished run removes it. A DIR holding a checkpoint is refused: resume it, or\n"
+        "[10] (0 = off), and on SIGINT/SIGTERM, which stop the run (exit 130/143), with\n"
+        "the states changed since the last one committed to DIR/state.mdb; a finished\n"
+        "run removes both. A DIR holding a checkpoint is refused: resume it, or\n"
         "remove the checkpoint to start over.\n"
         "Warnings (fedsim check's: clients that can never contribute, and why) go to\n"
         "stderr before the run starts; --strict makes them errors: nothing runs (exit 2).\n";
@@ -463,12 +468,15 @@ static const char resume_usage[] =
         "usage: fedsim resume RUN_DIR [-q] [--workers N] [--job-timeout S]\n"
         "                     [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
         "                     [--checkpoint-every N] [--checkpoint-minutes T]\n"
+        "                     [--state-memory SIZE]\n"
         "\n"
         "Continue an interrupted run from RUN_DIR/checkpoint.msgpack with its\n"
-        "scenario.yaml; the outputs end byte-identical to an uninterrupted run's (a\n"
-        "checkpoint written by another build of fedsim, or on other OpenBLAS kernels,\n"
-        "resumes with a warning: the rest can round differently). The options are run's\n"
-        "that cannot change a result: no --set, --seed, --out, --cost-only or --trace.\n";
+        "scenario.yaml and the clients' states in RUN_DIR/state.mdb; the outputs end\n"
+        "byte-identical to an uninterrupted run's (a checkpoint written by another build\n"
+        "of fedsim, or on other OpenBLAS kernels, resumes with a warning: the rest can\n"
+        "round differently; one of format 6 or older, from before state.mdb, does not).\n"
+        "The options are run's that cannot change a result: no --set, --seed, --out,\n"
+        "--cost-only or --trace.\n";
 
 const sim_command sim_cmd_resume = {
         .name = "resume",

@@ -206,6 +206,7 @@ static int handle(sim_engine *e, const sim_event *ev, sim_err *err)
                                    cl->pending_priv_len, err);
             if (rc) return rc;
             cl->priv_len = cl->pending_priv_len;
+            e->has_states = 1;
             free(cl->pending_priv);
             cl->pending_priv = NULL;
         }
@@ -363,7 +364,7 @@ double sim_width_memory(const sim_run_spec *spec, double w, nn_model *m)
     return bytes;
 }
 
-int sim_eng_store_open(sim_engine *e, sim_err *err)
+int sim_eng_store_open(sim_engine *e, int resume, sim_err *err)
 {
     const sim_run_spec *spec = &e->spec;
     char identity[64];
@@ -372,7 +373,7 @@ int sim_eng_store_open(sim_engine *e, sim_err *err)
     sim_store_opts o = {.budget = spec->state_memory ? spec->state_memory
                                                      : sim_state_budget_default()};
     return sim_store_open(&e->store, spec->out_dir, identity, &o,
-                          spec->resume && spec->out_dir ? SIM_STORE_RESUME : SIM_STORE_NEW, err);
+                          resume ? SIM_STORE_RESUME : SIM_STORE_NEW, err);
 }
 
 int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, sim_err *err)
@@ -440,7 +441,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (!rc && !e->server) rc = SIM_EINVAL; /* server_new filled err */
     if (!rc) rc = sim_eng_energy_new(e, err);
     /* a resumed run's store opens as its checkpoint names its commit (engine_ckpt.c) */
-    if (!rc && !(spec->resume && spec->out_dir)) rc = sim_eng_store_open(e, err);
+    if (!rc && !spec->resume) rc = sim_eng_store_open(e, 0, err);
     uint64_t out_len[OUT_COUNT];
     if (!rc && spec->resume) {
         assert((spec->out_dir || spec->resume_payload) && "resume needs a checkpoint");

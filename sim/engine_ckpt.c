@@ -477,23 +477,23 @@ static void pack_states(ckpt_ctx *x, msgpack_packer *pk)
 }
 
 /* The store goes back to that commit (sim_store_restore: it may be one ahead, when the run died
- * between committing the next and writing its checkpoint). A run without a folder keeps its
- * states in memory and can resume only a checkpoint whose clients hold none. */
+ * between committing the next and writing its checkpoint). Tag 0: no client held a state, and
+ * the store starts empty. A run without a folder keeps its states in memory and can resume only
+ * such a checkpoint. The store is opened only now, so a checkpoint of another run is refused
+ * before its state.mdb is looked at. */
 static int unpack_states(ckpt_ctx *x, const msgpack_object *o, sim_err *err)
 {
     sim_engine *e = x->e;
     if (sim_record_read_u64(o, &e->store_tag)) return refused(x, NULL, -1, "not a tag");
-    if (e->spec.out_dir) { /* opened only now: a checkpoint of another run is refused first */
-        int rc = sim_eng_store_open(e, err); /* an error names state.mdb */
-        return rc ? rc : sim_store_restore(e->store, e->store_tag, err);
-    }
-    for (int32_t c = 0; c < e->n; c++)
-        if (e->c[c].priv_len)
-            return sim_fail(err, SIM_EINVAL, x->path, 0, 0,
-                            "client %d's private state is in its run folder's state.mdb: resume "
-                            "from the folder; not loaded",
-                            c);
-    return SIM_OK;
+    e->has_states = e->store_tag > 0;
+    for (int32_t c = 0; c < e->n && !e->has_states; c++)
+        if (e->c[c].priv_len) return refused(x, "client", c, "a state without a commit");
+    if (e->has_states && !e->spec.out_dir)
+        return sim_fail(err, SIM_EINVAL, x->path, 0, 0,
+                        "the clients' private states are in the run folder's state.mdb: resume "
+                        "from the folder; not loaded");
+    int rc = sim_eng_store_open(e, e->has_states, err); /* an error names state.mdb */
+    return rc || !e->has_states ? rc : sim_store_restore(e->store, e->store_tag, err);
 }
 
 /* The payload, in order. */
@@ -540,12 +540,15 @@ int sim_eng_ckpt_write(sim_engine *e, sim_err *err)
         x.out_len[i] = (uint64_t)ftello(e->out[i].f);
     }
     /* The states first, in their own durable commit: a run that dies before the file below is in
-     * place resumes from the checkpoint before, whose commit the store can go back to. */
-    if (!rc) rc = sim_store_commit(e->store, e->store_tag + 1, err);
+     * place resumes from the checkpoint before, whose commit the store can go back to. Until a
+     * client holds a state there is nothing to commit (and no state.mdb): the tag stays 0. */
+    if (!rc && e->has_states) {
+        rc = sim_store_commit(e->store, e->store_tag + 1, err);
+        if (!rc) e->store_tag++;
+        const char *kill_at = getenv("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT"); /* tests: a crash */
+        if (!rc && kill_at && strtoull(kill_at, NULL, 10) == e->store_tag) raise(SIGKILL);
+    }
     if (rc) return rc;
-    e->store_tag++;
-    const char *kill_at = getenv("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT"); /* tests: a crash here */
-    if (kill_at && strtoull(kill_at, NULL, 10) == e->store_tag) raise(SIGKILL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;

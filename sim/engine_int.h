@@ -181,6 +181,7 @@ struct sim_engine {
     int resumed;        /* restored from a checkpoint: the run continues instead of starting */
     sim_store *store;   /* every client's private state by id (out_dir/state.mdb, or memory) */
     uint64_t store_tag; /* the store's commit the last checkpoint names (0: none yet) */
+    int has_states;     /* a client holds a private state: checkpoints commit the store */
     long state_reads;   /* the store's reads from disk, and its files' bytes, kept when it */
     double state_disk;  /*   closes at the end */
     int stopped;        /* stopped on request after writing a checkpoint */
@@ -225,9 +226,9 @@ int sim_eng_dispatch_batch(sim_engine *e, const int32_t *sel, int n, sim_err *er
 /* 1 when client c's job is not yet placed. */
 int sim_eng_job_pending(const sim_engine *e, int32_t c);
 /* Open e->store: the clients' private states in the run folder's state.mdb behind a cache of
- * spec.state_memory bytes (a resumed run's file, checked to be this run's), or all in memory for
- * a run without a folder. */
-int sim_eng_store_open(sim_engine *e, sim_err *err);
+ * spec.state_memory bytes (resume: the existing file, checked to be this run's), or all in memory
+ * for a run without a folder. */
+int sim_eng_store_open(sim_engine *e, int resume, sim_err *err);
 /* Client c's private state from the store (it holds one: priv_len > 0), checked against the
  * length the engine recorded; *data is the store's, valid until its next call. */
 int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, sim_err *err);

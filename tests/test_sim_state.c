@@ -10,7 +10,8 @@
  *     the checkpoint file is in place resumes from the checkpoint before, whose states the store
  *     goes back to, and ends the same;
  *   - a damaged, foreign or stale state.mdb in a run folder is refused at resume with exit 2 and a
- *     message naming the file, and a finished run leaves no state files.
+ *     message naming the file; a finished run leaves no state files, and a run whose clients keep
+ *     no state makes none.
  */
 #include "tests/check.h"
 #include "tests/files.h"
@@ -173,11 +174,20 @@ int main(void)
     CHECK(says("killed", "err", "died and were replaced", NULL));
     CHECK_MSG(test_same_outputs(dir, "ditto-full", "killed", 1), "killed worker, 1B: same outputs");
 
-    /* (c) killed between the store's commit for the checkpoint after round 4 (the third: the
-     * first is at round 0) and that checkpoint's file: the one after round 2 resumes, and the
-     * store must go back to it: round 4's clients that did not train in round 3 would otherwise
-     * start from their states after round 4 (seen failing so without sim_store_restore) */
-    CHECK(run("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT=3", "crash", args) == 128 + 9);
+    /* a run whose clients keep no state writes no state files, checkpoints or not */
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "fedavg-stop",
+              "--set rounds=6 --checkpoint-every 2 --workers 0") == 130);
+    CHECK_MSG(sh("test -s fedavg-stop/checkpoint.msgpack && test ! -e fedavg-stop/state.mdb && "
+                 "test ! -e fedavg-stop/state.spill") == 0,
+              "FedAvg: a checkpoint and no state files");
+    CHECK(resume("fedavg-stop", "--workers 0") == 0);
+
+    /* (c) killed between the store's commit for the checkpoint after round 4 (the second: the
+     * one at round 0 has no state to commit) and that checkpoint's file: the one after round 2
+     * resumes, and the store must go back to it: round 4's clients that did not train in round 3
+     * would otherwise start from their states after round 4 (seen failing so without
+     * sim_store_restore) */
+    CHECK(run("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT=2", "crash", args) == 128 + 9);
     CHECK(sh("test -s crash/checkpoint.msgpack") == 0);
     CHECK(resume("crash", "--workers 0 " TINY) == 0);
     CHECK_MSG(test_same_outputs(dir, "ditto-full", "crash", 1),

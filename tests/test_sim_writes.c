@@ -3,9 +3,9 @@
  * a write past the limit fails with EFBIG as one on a full disk fails with ENOSPC. The limit is
  * chosen from an uninterrupted run's file sizes so that one file in turn is the only one that
  * outgrows it: metrics.tsv, clients.tsv, events.msgpack, timeline.tsv, the --trace file, the
- * checkpoint and scenario.yaml. The run must exit 2 with a message naming that file and the OS
- * reason, keep its last checkpoint, and `fedsim resume` with room must then finish it with outputs
- * byte-identical to the uninterrupted run's. */
+ * checkpoint, the clients' states (state.mdb) and scenario.yaml. The run must exit 2 with a message
+ * naming that file and the OS reason, keep its last checkpoint, and `fedsim resume` with room must
+ * then finish it with outputs byte-identical to the uninterrupted run's. */
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -66,24 +66,25 @@ static long size_of(const char *path)
 }
 
 /* A small federation: the knobs set which output grows fastest. */
-static void scenario(const char *path, int rounds, int clients, int per_round, const char *latency,
-                     const char *eval)
+static void scenario(const char *path, const char *algo, int rounds, int clients, int per_round,
+                     const char *latency, const char *eval)
 {
     FILE *f = fopen(path, "w");
     fprintf(f,
             "name: w\nseed: 3\nrounds: %d\ndataset: {name: synth-pews-3.2k}\n"
             "partition: {scheme: iid, clients: %d, local_test: 0.2}\nmodel: mlp:5-4\n"
-            "algorithm: {name: fedavg, local_steps: 1, batch_size: 16}\n"
+            "algorithm: {name: %s, local_steps: 1, batch_size: 16}\n"
             "federation: {per_round: %d}\ndevices:\n  profiles:\n"
             "    d: {compute: 1 GFLOPS, up: 4 Mbps, down: 8 Mbps, latency: %s, memory: 1 GiB}\n"
             "  mix: [{profile: d, share: 1}]\neval: %s\n",
-            rounds, clients, per_round, latency, eval);
+            rounds, clients, algo, per_round, latency, eval);
     fclose(f);
 }
 
 static const char *const outs[4] = {"metrics.tsv", "clients.tsv", "events.msgpack", "timeline.tsv"};
 
-/* One case: the file `what` (an output, or "checkpoint" for the checkpoint itself) is the only
+/* One case: the file `what` (an output, "checkpoint" for the checkpoint itself, or "state.mdb",
+ * the clients' states, whose size is the stopped run's) is the only
  * one to outgrow the limit in a run resumed from the checkpoint of round 1, checkpointing every
  * round when every (else never). */
 static void fill_up(const char *name, const char *yaml, const char *what, int every)
@@ -107,6 +108,10 @@ static void fill_up(const char *name, const char *yaml, const char *what, int ev
             biggest = size_of(path);
     }
     if (every && strcmp(what, "checkpoint") && ckpt_size > biggest) biggest = ckpt_size;
+    if (!strcmp(what, "state.mdb")) {
+        snprintf(path, sizeof path, "%s/state.mdb", run_dir);
+        size = size_of(path);
+    }
     CHECK_MSG(ckpt_size > 0 && size > biggest + 200,
               "%s: %s (%ld bytes) must outgrow the others (%ld) for this case to test it", name,
               what, size, biggest);
@@ -148,27 +153,31 @@ int main(void)
     if (!bin) bin = "build/test/fedsim";
     snprintf(dir, sizeof dir, "/tmp/fedsim-writes-XXXXXX");
     if (!mkdtemp(dir)) return 1;
-    char met[128], cl[128], ev[128], tl[128];
+    char met[128], cl[128], ev[128], tl[128], st[128];
     snprintf(met, sizeof met, "%s/met.yaml", dir);
     snprintf(cl, sizeof cl, "%s/cl.yaml", dir);
     snprintf(ev, sizeof ev, "%s/ev.yaml", dir);
     snprintf(tl, sizeof tl, "%s/tl.yaml", dir);
     /* sixteen shifted accuracies per evaluation, one job a round: metrics.tsv grows fastest */
-    scenario(met, 10, 2, 1, "10 ms",
+    scenario(met, "fedavg", 10, 2, 1, "10 ms",
              "{every: 1, personalized: true, shift: [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, "
              "0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85]}");
     /* a hundred clients, one job a round: clients.tsv, written at the end, is the biggest file;
      * their checkpoint is bigger still */
-    scenario(cl, 3, 100, 1, "10 ms", "{every: 1}");
+    scenario(cl, "fedavg", 3, 100, 1, "10 ms", "{every: 1}");
     /* four events a job against three timeline rows */
-    scenario(ev, 30, 8, 4, "10 ms", "{every: 1}");
+    scenario(ev, "fedavg", 30, 8, 4, "10 ms", "{every: 1}");
     /* 10^6 s latencies: timeline rows with long times, and a round's events spread over 8 jobs */
-    scenario(tl, 12, 8, 8, "1000000 s", "{every: 1}");
+    scenario(tl, "fedavg", 12, 8, 8, "1000000 s", "{every: 1}");
+    /* Ditto's personal models: state.mdb (LMDB's pages) outgrows the rest */
+    snprintf(st, sizeof st, "%s/st.yaml", dir);
+    scenario(st, "ditto", 4, 8, 4, "10 ms", "{every: 1}");
     fill_up("met", met, "metrics.tsv", 1);
     fill_up("cl", cl, "clients.tsv", 0);
     fill_up("ev", ev, "events.msgpack", 1);
     fill_up("tl", tl, "timeline.tsv", 1);
     fill_up("ck", cl, "checkpoint", 1);
+    fill_up("st", st, "state.mdb", 1);
 
     /* the text trace of a fresh run: it outgrows everything else; the run stops at once */
     char trace[160], tr[160], path[300];
