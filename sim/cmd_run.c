@@ -82,9 +82,12 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
             } else if (!strcmp(a, "--job-timeout") && runs) {
                 if (sim_cli_parse_num(a, v, 0, 1e9, &o->job_timeout)) return 2;
             } else if (!strcmp(a, "--state-memory") && what != OPTS_SWEEP) {
-                sim_err e;
-                if (sim_parse_bytes(v, &o->state_memory, &e) || o->state_memory < 1)
-                    return sim_cli_die("--state-memory: expected a size such as 512MiB or 4GB");
+                sim_err e = {0};
+                if (sim_parse_bytes(v, &o->state_memory, &e) || o->state_memory < 1) {
+                    fprintf(stderr, "fedsim: --state-memory: %s\n",
+                            e.msg[0] ? e.msg : "expected a size of at least 1 B, e.g. 4GiB");
+                    return 2;
+                }
             } else if (!strcmp(a, "--target") && what == OPTS_SWEEP) {
                 if (sim_cli_parse_num(a, v, 0, 1, &o->plots.target)) return 2;
             } else if (!strcmp(a, "--vary") && what == OPTS_SWEEP) {

@@ -75,6 +75,7 @@ typedef struct sim_eval_config {
     sim_time every_time; /* or every this much simulated time (0 = off) */
     int personalized;    /* also each client's model on its local test split */
     int test_subset;     /* evaluate the global model on the first N test samples (0 = all) */
+    int clients;         /* personalized: a fixed random sample of N clients (0 = all) */
     int n_shift;         /* test-time shifts (eval.shift): personalized accuracy with a share */
     double shift[SIM_MAX_SHIFTS]; /* shift[i] of each local test split drawn from the pool of
                                      all clients' splits, one metrics.tsv column each */

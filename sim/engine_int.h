@@ -254,6 +254,9 @@ int sim_async_lost(sim_engine *e, sim_err *err);
 int sim_eng_has_base(const sim_engine *e);
 int sim_eng_has_val(const sim_engine *e);
 void sim_eng_build_shifts(sim_engine *e);
+/* eval.clients' sample, sorted, into out[n] (NULL: only counted); returns its size, with the
+ * clients that have a local test split in *n_split (NULL: not wanted). */
+int sim_eng_eval_sample(const sim_engine *e, int32_t *out, int *n_split);
 void sim_eng_evaluate(sim_engine *e);
 void sim_eng_maybe_evaluate(sim_engine *e, int force);
 

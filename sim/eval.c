@@ -1,7 +1,8 @@
-/* sim/eval.c -- evaluation (engine.h): the global model on the test set and every client's
- * personalized model on its own split, under each eval.shift, by the algorithm's base evaluation
- * and on its validation split; one metrics.tsv row each time. An observer: it costs no simulated
- * time, and spreads over the worker processes' count (sim/fanout.h).
+/* sim/eval.c -- evaluation (engine.h): the global model on the test set and every client's (or
+ * eval.clients' sample's) personalized model on its own split, under each eval.shift, by the
+ * algorithm's base evaluation and on its validation split; one metrics.tsv row each time. An
+ * observer: it costs no simulated time, and spreads over the worker processes' count
+ * (sim/fanout.h).
  */
 #include "sim/engine_int.h"
 
@@ -29,6 +30,12 @@ int sim_eng_has_val(const sim_engine *e)
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
 }
 
@@ -78,6 +85,37 @@ void sim_eng_build_shifts(sim_engine *e)
     }
     free(pool);
     free(draw);
+}
+
+/* eval.clients: the clients personalized evaluation covers, in client-id order, into out (room
+ * for every client; NULL: only count them); returns how many, with *n_split (if not NULL) the
+ * clients with a local test split. With eval.clients at 0 or not below that number, all of
+ * them; else a random eval.clients of them, drawn (a partial Fisher-Yates over their list) from
+ * the stream (seed, SIM_RNG_EVAL_SAMPLE, 0) alone: the same sample at every evaluation and after
+ * a resume, recomputed each time rather than kept (it costs a pass over the clients, as the
+ * evaluation's own loop does). */
+int sim_eng_eval_sample(const sim_engine *e, int32_t *out, int *n_split)
+{
+    const nn_partition *part = e->spec.env.part;
+    int m = 0, want = e->spec.eval.clients;
+    for (int32_t c = 0; part->n_test && c < e->n; c++)
+        m += part->n_test[c] > 0;
+    if (n_split) *n_split = m;
+    int k = want > 0 && want < m ? want : m;
+    if (!out) return k;
+    for (int32_t c = 0, i = 0; part->n_test && c < e->n; c++)
+        if (part->n_test[c] > 0) out[i++] = c;
+    if (k == m) return k;
+    sim_rng r;
+    sim_rng_seed(&r, e->spec.seed, SIM_RNG_EVAL_SAMPLE, 0);
+    for (int i = 0; i < k; i++) {
+        int j = i + (int)sim_rng_below(&r, (uint64_t)(m - i));
+        int32_t t = out[i];
+        out[i] = out[j];
+        out[j] = t;
+    }
+    qsort(out, (size_t)k, sizeof *out, cmp_i32);
+    return k;
 }
 
 /* Client c's personalized accuracy on samples idx[0..n) of d, its private state priv[0..len);
@@ -297,15 +335,17 @@ void sim_eng_evaluate(sim_engine *e)
     if (e->spec.eval.personalized && env->part->n_test) {
         t.client = sim_xmalloc(sizeof(int32_t) * (size_t)e->n * (size_t)per);
         t.shift = sim_xmalloc(sizeof(int) * (size_t)e->n * (size_t)per);
-        for (int32_t c = 0; c < e->n; c++) {
-            if (env->part->n_test[c] <= 0) continue;
+        int32_t *sample = sim_xmalloc(sizeof(int32_t) * (size_t)e->n);
+        int n_sample = sim_eng_eval_sample(e, sample, NULL);
+        for (int i = 0; i < n_sample; i++) {
             for (int sh = -1; sh < ns + sim_eng_has_val(e); sh++)
                 if (sh < 0 || sh == ns || e->spec.eval.shift[sh] != 0) {
-                    t.client[t.n_pers] = c;
+                    t.client[t.n_pers] = sample[i];
                     t.shift[t.n_pers++] = sh == ns ? VAL_TASK : sh;
                 }
             k++;
         }
+        free(sample);
     }
     int n_tasks = t.n_chunks + t.n_pers;
     double *o = sim_xmalloc(sizeof(double) * 3 * (size_t)(n_tasks > 0 ? n_tasks : 1));
@@ -338,7 +378,7 @@ void sim_eng_evaluate(sim_engine *e)
             hit += e->c[c].acc * env->part->n_test[c];
             all += env->part->n_test[c];
         }
-        pa.pooled = hit / all; /* every client's test samples pooled (pFedGate's paper's Acc) */
+        pa.pooled = hit / all; /* the evaluated clients' test samples pooled (pFedGate's Acc) */
         pa.density = dens / k; /* personalized models: the mean over the clients evaluated */
         pers_stats(r, k, per, ns, e->spec.eval.shift, &pa.mean, &pa.p10, pa.shift);
         e->tot.acc_pers = pa.mean;

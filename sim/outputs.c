@@ -140,6 +140,10 @@ static void metrics_header(sim_engine *e)
     sim_out_printf(m, "# fedsim run %s seed=%llu algorithm=%s clients=%d", spec->name,
                    (unsigned long long)spec->seed, spec->algo->name, e->n);
     if (sim_eng_has_base(e)) sim_out_printf(m, " base=%s", spec->algo->base);
+    /* eval.clients: the personalized columns are over a fixed sample of the clients */
+    int n_split = 0, k = spec->eval.personalized ? sim_eng_eval_sample(e, NULL, &n_split) : 0;
+    if (spec->eval.personalized && k < n_split)
+        sim_out_printf(m, " eval_clients=%d/%d", k, n_split);
     sim_out_printf(m, "\n");
     for (int i = 0; i < e->n_mcol; i++)
         sim_out_printf(m, "%s%s", i ? "\t" : "", e->mcol[i].name);

@@ -17,25 +17,12 @@ static uint64_t rotl(uint64_t x, int k)
     return (x << k) | (x >> (64 - k));
 }
 
-const uint64_t sim_rng_core[] = {SIM_RNG_INIT_WEIGHTS,
-                                 SIM_RNG_DATA_SPLIT,
-                                 SIM_RNG_DATA_GEN,
-                                 SIM_RNG_BATCHES,
-                                 SIM_RNG_SELECT,
-                                 SIM_RNG_DEVICES,
-                                 SIM_RNG_AVAIL,
-                                 SIM_RNG_SHIFT,
-                                 SIM_RNG_SEL_OORT,
-                                 SIM_RNG_SEL_POC,
-                                 SIM_RNG_SEL_FASTEST,
-                                 SIM_RNG_SEL_AVAILABLE,
-                                 SIM_RNG_COMPRESS,
-                                 SIM_RNG_NET,
-                                 SIM_RNG_PHONES,
-                                 SIM_RNG_TRANSFER,
-                                 SIM_RNG_ENERGY,
-                                 SIM_RNG_TEST,
-                                 0};
+const uint64_t sim_rng_core[] = {
+        SIM_RNG_INIT_WEIGHTS, SIM_RNG_DATA_SPLIT,  SIM_RNG_DATA_GEN,    SIM_RNG_BATCHES,
+        SIM_RNG_SELECT,       SIM_RNG_DEVICES,     SIM_RNG_AVAIL,       SIM_RNG_SHIFT,
+        SIM_RNG_SEL_OORT,     SIM_RNG_SEL_POC,     SIM_RNG_SEL_FASTEST, SIM_RNG_SEL_AVAILABLE,
+        SIM_RNG_COMPRESS,     SIM_RNG_NET,         SIM_RNG_PHONES,      SIM_RNG_TRANSFER,
+        SIM_RNG_ENERGY,       SIM_RNG_EVAL_SAMPLE, SIM_RNG_TEST,        0};
 
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t purpose, uint64_t index)
 {

@@ -28,16 +28,17 @@ enum {
     SIM_RNG_SEL_POC = 15,
     SIM_RNG_SEL_FASTEST = 16,
     SIM_RNG_SEL_AVAILABLE = 17,
-    SIM_RNG_PHONES = 20,   /* devices.population's phone and network draws; index: client */
-    SIM_RNG_NET = 21,      /* network.groups' share draws; index: group */
-    SIM_RNG_COMPRESS = 22, /* update compression (nn/compress.h, algos/compress.c): randk's
-                              indices (seed: the message's own, index 0), and each message's
-                              draws (index: the job's stream for an upload, 1 << 62 | client
-                              << 32 | round for a download) */
-    SIM_RNG_TRANSFER = 23, /* per-transfer rates (dev_profile.up_draw/down_draw); index: job */
-    SIM_RNG_ENERGY = 24,   /* batteries' initial levels and own charging processes (devices/
-                              energy.h); index: client */
-    SIM_RNG_TEST = 100,    /* tests only */
+    SIM_RNG_PHONES = 20,      /* devices.population's phone and network draws; index: client */
+    SIM_RNG_NET = 21,         /* network.groups' share draws; index: group */
+    SIM_RNG_COMPRESS = 22,    /* update compression (nn/compress.h, algos/compress.c): randk's
+                                 indices (seed: the message's own, index 0), and each message's
+                                 draws (index: the job's stream for an upload, 1 << 62 | client
+                                 << 32 | round for a download) */
+    SIM_RNG_TRANSFER = 23,    /* per-transfer rates (dev_profile.up_draw/down_draw); index: job */
+    SIM_RNG_ENERGY = 24,      /* batteries' initial levels and own charging processes (devices/
+                                 energy.h); index: client */
+    SIM_RNG_EVAL_SAMPLE = 25, /* eval.clients' sample of the clients evaluated; index 0 */
+    SIM_RNG_TEST = 100,       /* tests only */
 };
 
 /* The core purposes above, ending with 0. */

@@ -208,6 +208,13 @@ const sim_key sim_keys_eval[] = {
          .doc = "also each client's model on its local test split (mean and bottom decile)"},
         {"test_subset", SIM_KEY_INT, K(test_subset), .dflt = "0", .lo = 0, .hi = 100000000,
          .doc = "evaluate the global model on the first N test samples (0 = all)"},
+        {"clients", SIM_KEY_INT, K(clients), .dflt = "0", .lo = 0, .hi = 100000000,
+         .doc = "evaluate personalized models on a fixed random sample of N of the clients with "
+                "a local test split (0 or at least their number = all): drawn once from the "
+                "seed (stream (seed, eval sample, 0)), the same at every evaluation and across a "
+                "resume; the `acc_pers_*`, shift, base and val columns are over the sample, "
+                "`clients.tsv`'s `acc_final` is `nan` outside it, and `metrics.tsv`'s first line "
+                "says `eval_clients=N/M`"},
         {"shift", SIM_KEY_LIST, .custom = 1,
          .doc = "a list of shares p in [0, 1] (at most 16): for each, every client's local test "
                 "split with round(p·n) of its samples replaced by samples drawn from the pool of "

@@ -8,7 +8,8 @@
  * with the --set overrides that reach its distinctive phases, and the protocols' variants: async,
  * a sync deadline with over-commit, FjORD sized by capacity) is run three ways by $FEDSIM_BIN,
  * its outputs compared with tests/golden/<case>/:
- *   check.txt      `fedsim check`: stdout, exit status and stderr (the source folder as <root>)
+ *   check.txt      `fedsim check`: stdout, exit status and stderr (the source folder as <root>,
+ *                  the state cache's default budget, a share of this machine's memory, as <budget>)
  *   cost/          `fedsim run --cost-only`: metrics.tsv, clients.tsv, timeline.tsv, masks.tsv
  *                  (when the algorithm writes one), and events.txt: `fedsim events` of
  *                  events.msgpack, after a first line with the size and FNV-1a hash of its bytes
@@ -44,6 +45,8 @@
  * every golden file, then review `git diff tests/golden` and name the outputs that changed, and
  * why, in the commit and the closing note. A case whose golden files are missing fails; the
  * update records them. Cases run from the repository root (the scenario paths are relative). */
+#include "sim/budget.h"
+#include "sim/units.h"
 #include "tests/check.h"
 #include "tests/files.h"
 
@@ -193,7 +196,8 @@ static void set_args(const char *sets, char *out, size_t n)
 }
 
 /* `fedsim check`: its stdout, exit status and stderr as one text; the source folder fedsim was
- * built in (the default device catalog's path) becomes <root>, the same in every checkout. */
+ * built in (the default device catalog's path) becomes <root>, the same in every checkout, and
+ * the state cache's default budget (a quarter of this machine's memory) <budget>. */
 static void run_check(int c, const char *sets)
 {
     char cmd[2048], out[160], err[160];
@@ -211,15 +215,21 @@ static void run_check(int c, const char *sets)
     }
     size_t cap = 2 * (no + ne) + 64, n = 0;
     char *text = malloc(cap);
-    const char *root = FEDSIM_ROOT;
-    size_t lr = strlen(root);
+    char size[32], budget[96];
+    sim_format_bytes(size, sizeof size, (double)sim_state_budget_default());
+    snprintf(budget, sizeof budget, "cache budget %s (--state-memory's default", size);
+    const char *from[2] = {FEDSIM_ROOT, budget},
+               *to[2] = {"<root>", "cache budget <budget> (--state-memory's default"};
     const char *parts[2] = {o, e};
     for (int p = 0; p < 2; p++) {
         if (p) n += (size_t)snprintf(text + n, cap - n, "--- stderr\n");
         for (const char *s = parts[p]; *s;) {
-            if (!strncmp(s, root, lr)) {
-                n += (size_t)snprintf(text + n, cap - n, "<root>");
-                s += lr;
+            int r = 0;
+            while (r < 2 && strncmp(s, from[r], strlen(from[r])))
+                r++;
+            if (r < 2) {
+                n += (size_t)snprintf(text + n, cap - n, "%s", to[r]);
+                s += strlen(from[r]);
             } else {
                 text[n++] = *s++;
             }
