@@ -22,6 +22,7 @@
  * deletion) and a doubly linked list in order of use; eviction takes the least recently used
  * entries until the budget holds, and writes the dirty ones among them in one spill transaction.
  */
+#define _DEFAULT_SOURCE /* madvise: POSIX_MADV_DONTNEED is a no-op on Linux */
 #include "sim/store.h"
 
 #include <assert.h>
@@ -29,6 +30,7 @@
 #include <lmdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,11 +174,42 @@ static void set_dirty(sim_store *s, entry *e, int dirty)
     e->dirty = (unsigned char)dirty;
 }
 
-/* e's state becomes data (len bytes, malloc'ed, now the entry's; NULL for a drop). */
+/* A state's buffer. Large ones (a model, a mask set) are mapped from the system and unmapped
+ * when freed: the cache evicts states while messages and results of the same size are allocated
+ * and freed around it, and from malloc's heap the evicted states' room would stay this
+ * process's, out of the budget's reach (a 1 GiB budget measured 1 GiB over what was in use).
+ * Small ones come from malloc. A 16-byte header before the buffer holds its size and kind. */
+#define BUF_HEAD 16
+#define BUF_MAP  ((size_t)256 << 10)
+
+static unsigned char *buf_new(size_t n)
+{
+    size_t total = n + BUF_HEAD;
+    size_t *h = NULL;
+    if (total >= BUF_MAP) {
+        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) h = p, h[1] = 1;
+    }
+    if (!h) h = sim_xmalloc(total), h[1] = 0;
+    h[0] = total;
+    return (unsigned char *)h + BUF_HEAD;
+}
+
+static void buf_free(unsigned char *p)
+{
+    if (!p) return;
+    size_t *h = (size_t *)(void *)(p - BUF_HEAD);
+    if (h[1])
+        munmap(h, h[0]);
+    else
+        free(h);
+}
+
+/* e's state becomes data (len bytes, from buf_new, now the entry's; NULL for a drop). */
 static void set_data(sim_store *s, entry *e, unsigned char *data, size_t len)
 {
     s->bytes -= entry_cost(e);
-    free(e->data);
+    buf_free(e->data);
     e->data = data;
     e->len = len;
     s->bytes += entry_cost(e);
@@ -203,7 +236,7 @@ static void remove_entry(sim_store *s, entry *e)
     set_dirty(s, e, 0);
     s->bytes -= entry_cost(e);
     s->n--;
-    free(e->data);
+    buf_free(e->data);
     free(e);
 }
 
@@ -490,7 +523,7 @@ void sim_store_free(sim_store *s)
     while (s->head)
         remove_entry(s, s->head);
     free(s->slot);
-    free(s->scratch);
+    buf_free(s->scratch);
     free(s->identity);
     if (s->db.env) mdb_env_close(s->db.env);
     if (s->spill.env) spill_remove(s, NULL);
@@ -547,6 +580,19 @@ static int evict(sim_store *s, sim_err *err)
 
 /* ---- get, put, drop */
 
+/* A state read from a file's map is copied out and not read there again soon: its whole pages
+ * leave this process's resident set (they stay in the page cache), or a run reading its states
+ * back would count every page of them as resident. Only the maps are touched (LMDB writes with
+ * write(), not through them), and only large states' pages, which are theirs alone. */
+static void drop_pages(const void *p, size_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || n < 16 * (size_t)page) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: a failure costs memory */
+}
+
 /* Read client id's record from e into a new buffer: 1 found, 0 absent, negative on error. */
 static int lmdb_read(lenv *e, uint32_t id, unsigned char **buf, size_t *len, sim_err *err)
 {
@@ -566,8 +612,9 @@ static int lmdb_read(lenv *e, uint32_t id, unsigned char **buf, size_t *len, sim
         return lmdb_fail(err, e, rc, "cannot read a state");
     }
     *len = dv.mv_size;
-    *buf = sim_xmalloc(dv.mv_size ? dv.mv_size : 1);
+    *buf = buf_new(dv.mv_size);
     if (dv.mv_size) memcpy(*buf, dv.mv_data, dv.mv_size);
+    drop_pages(dv.mv_data, dv.mv_size);
     mdb_txn_abort(txn);
     return 1;
 }
@@ -589,12 +636,12 @@ int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim
         rc = lmdb_read(&s->spill, id, &buf, &n, err);
         if (rc < 0) return rc;
         if (rc && (n == 0 || buf[0] > REC_STATE)) {
-            free(buf);
+            buf_free(buf);
             return sim_fail(err, SIM_EFORMAT, s->spill.path, 0, 0,
                             "client %u's spilled record is malformed", id);
         }
         if (rc && buf[0] == REC_ABSENT) {
-            free(buf);
+            buf_free(buf);
             return 0;
         }
         skip = rc; /* the tag byte */
@@ -605,7 +652,7 @@ int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim
     n -= skip;
     if (skip) memmove(buf, buf + skip, n);
     if (n + sizeof(entry) + 2 * sizeof(entry *) > s->budget) { /* handed out, not cached */
-        free(s->scratch);
+        buf_free(s->scratch);
         s->scratch = buf;
         *data = buf;
         *len = n;
@@ -629,7 +676,7 @@ static int change(sim_store *s, uint32_t id, const void *data, size_t len, sim_e
         e = insert(s, id);
     unsigned char *copy = NULL;
     if (data) {
-        copy = sim_xmalloc(len ? len : 1);
+        copy = buf_new(len);
         if (len) memcpy(copy, data, len);
     }
     set_data(s, e, copy, len);
