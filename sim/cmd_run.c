@@ -81,7 +81,7 @@ int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
                 if (sim_cli_parse_num(a, v, 0, 1e9, &o->checkpoint_minutes)) return 2;
             } else if (!strcmp(a, "--job-timeout") && runs) {
                 if (sim_cli_parse_num(a, v, 0, 1e9, &o->job_timeout)) return 2;
-            } else if (!strcmp(a, "--state-memory") && what != OPTS_SWEEP) {
+            } else if (!strcmp(a, "--state-memory")) {
                 sim_err e = {0};
                 if (sim_parse_bytes(v, &o->state_memory, &e) || o->state_memory < 1) {
                     fprintf(stderr, "fedsim: --state-memory: %s\n",

@@ -272,7 +272,7 @@ static const char sweep_usage[] =
         "                    [--out DIR] [--target ACC] [--seed N] [--cost-only] [-q]\n"
         "                    [--plots png|svg|pdf|none] [--plot-window N] [--plot-logx]\n"
         "                    [--workers N] [--job-timeout S] [--checkpoint-every N]\n"
-        "                    [--checkpoint-minutes T]\n"
+        "                    [--checkpoint-minutes T] [--state-memory SIZE]\n"
         "\n"
         "One run per point of the grid of --vary values (8 keys, 64 values each, 1000\n"
         "points at most; a value may be a YAML flow list or map), in DIR/key=value,...\n"

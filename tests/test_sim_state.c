@@ -150,6 +150,19 @@ int main(void)
     CHECK_MSG(test_same_outputs(dir, "pfedgate-mem", "pfedgate-b1", 1),
               "evaluation a client at a time, in two processes = in one batch");
 
+    /* a sweep's points take the budget too */
+    char cmd0[1024];
+    snprintf(cmd0, sizeof cmd0,
+             "%s sweep scenarios/tiny.yaml --vary algorithm.lr=0.05 --set algorithm.name=ditto "
+             "--set rounds=3 --workers 0 --plots none -q " TINY " --out %s/sw >/dev/null 2>&1",
+             bin, dir);
+    CHECK(system(cmd0) == 0);
+    CHECK(run("", "ditto-lr",
+              "--set algorithm.name=ditto --set rounds=3 --workers 0 "
+              "--set algorithm.lr=0.05") == 0);
+    CHECK_MSG(sh("cmp sw/algorithm.lr=0.05/metrics.tsv ditto-lr/metrics.tsv") == 0,
+              "a sweep point with --state-memory 1B = the run");
+
     /* (b) stopped after a checkpoint, resumed with either budget; a worker killed */
     const char *ditto = "--set algorithm.name=ditto --set rounds=6 --checkpoint-every 2";
     char args[1024];
