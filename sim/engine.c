@@ -159,6 +159,16 @@ void sim_eng_aggregate(sim_engine *e, int participants)
     if (e->round >= e->spec.fed.rounds) e->done = 1;
 }
 
+/* What the store did, for sim_totals: states read back from disk, and its files' bytes (0 when
+ * they cannot be measured). */
+static void store_figures(const sim_store *s, long *reads, double *disk)
+{
+    sim_store_stats st;
+    if (sim_store_stats_get(s, &st, NULL)) sim_store_stats_peek(s, &st);
+    *reads = (long)st.reads;
+    *disk = (double)(st.disk_bytes + st.spill_bytes);
+}
+
 /* At an event boundary: write a checkpoint when one is due, and stop after it when asked to. */
 static int boundary(sim_engine *e, int aggregated, int *stop, sim_err *err)
 {
@@ -331,10 +341,7 @@ int sim_engine_run(sim_engine *e, sim_err *err)
             rc = sim_fail(err, SIM_EIO, path, 0, 0, "finished, but cannot remove: %s",
                           strerror(errno));
         /* the states were for resuming (the spill goes as the store closes) */
-        sim_store_stats st;
-        if (sim_store_stats_get(e->store, &st, NULL)) sim_store_stats_peek(e->store, &st);
-        e->state_reads = (long)st.reads;
-        e->state_disk = (double)(st.disk_bytes + st.spill_bytes);
+        store_figures(e->store, &e->state_reads, &e->state_disk);
         sim_store_free(e->store);
         e->store = NULL;
         static const char *const gone[] = {"state.mdb", "state.mdb-lock"};
@@ -514,12 +521,7 @@ void sim_engine_totals(const sim_engine *e, sim_totals *t)
     t->workers_busy_s = sim_pool_busy_s(e->pool);
     t->state_reads = e->state_reads;
     t->state_disk = e->state_disk;
-    if (e->store) {
-        sim_store_stats st;
-        if (sim_store_stats_get(e->store, &st, NULL)) sim_store_stats_peek(e->store, &st);
-        t->state_reads = (long)st.reads;
-        t->state_disk = (double)(st.disk_bytes + st.spill_bytes);
-    }
+    if (e->store) store_figures(e->store, &t->state_reads, &t->state_disk);
     t->state_clients = 0;
     t->state_bytes = 0;
     for (int32_t c = 0; c < e->n; c++) {

@@ -33,12 +33,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* eval.shift: client c's split under shift p keeps its size; a random round(p·n) of its samples
  * are replaced by samples drawn without replacement from the pool of every client's split (the
  * paper's meta-distribution). The draws come from the stream (seed, SIM_RNG_SHIFT, c) and are
@@ -114,7 +108,7 @@ int sim_eng_eval_sample(const sim_engine *e, int32_t *out, int *n_split)
         out[i] = out[j];
         out[j] = t;
     }
-    qsort(out, (size_t)k, sizeof *out, cmp_i32);
+    sim_eng_sort_ids(out, k);
     return k;
 }
 
@@ -158,6 +152,7 @@ typedef struct eval_tasks {
     int holds_global;      /* this process's eval model holds the global model */
     int first;             /* the fan-out's task 0 is this task */
     unsigned char *states; /* the batch's clients' private states, back to back */
+    size_t cap;            /* states' room */
     size_t *at;            /* [n]: client c's offset in states (of this batch's clients) */
 } eval_tasks;
 
@@ -214,6 +209,10 @@ static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err 
         size_t len;
         int rc = sim_eng_state_get(e, c, &p, &len, err);
         if (rc) return rc;
+        if (used + len > t->cap) {
+            t->cap = used + len > 2 * t->cap ? used + len : 2 * t->cap;
+            t->states = sim_xrealloc(t->states, t->cap);
+        }
         memcpy(t->states + used, p, len);
         t->at[c] = used;
         used += len;
@@ -227,17 +226,9 @@ static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err 
  * model's chunks go with the first). */
 static int eval_all(sim_engine *e, eval_tasks *t, double *o, sim_err *err)
 {
-    size_t cap = 0, bytes = 0, most = eval_batch_bytes();
-    for (int k = 0; k < t->n_pers; k++)
-        if (k == 0 || t->client[k] != t->client[k - 1]) {
-            size_t len = e->c[t->client[k]].priv_len;
-            bytes = bytes && bytes + len > most ? len : bytes + len;
-            if (bytes > cap) cap = bytes;
-        }
-    t->states = sim_xmalloc(cap ? cap : 1);
+    size_t bytes = 0, most = eval_batch_bytes();
     t->at = sim_xcalloc((size_t)e->n, sizeof *t->at);
-    int rc = SIM_OK, end = t->n_chunks;
-    bytes = 0;
+    int rc = SIM_OK, end = t->n_chunks + t->n_pers;
     t->first = 0;
     for (int k = 0; k < t->n_pers && !rc; k++) {
         if (k > 0 && t->client[k] == t->client[k - 1]) continue;
@@ -249,7 +240,6 @@ static int eval_all(sim_engine *e, eval_tasks *t, double *o, sim_err *err)
         }
         bytes += len;
     }
-    end = t->n_chunks + t->n_pers;
     if (!rc && end > t->first) rc = eval_batch(e, t, end, o, err);
     free(t->states);
     free(t->at);
