@@ -49,6 +49,22 @@ typedef struct fl_config {
     void *blocks[FL_MAX_SECTIONS];
 } fl_config;
 
+/* A server's table with a row per client (pFedHN's embeddings, FedPeWS's mask probabilities),
+ * kept with the clients' private states in the engine's store (sim/store.h: out of core, behind
+ * the run's --state-memory cache, committed with each checkpoint), so the server's memory does
+ * not grow with the population and its checkpoint does not copy the table (server_save leaves
+ * the rows out). Rows exist in the coordinator only: the server reads and writes them from
+ * job_down, server_absorb, server_aggregate and eval_params (eval_client), never from
+ * client_train. A row read is the last one put for the client. */
+typedef struct fl_rows {
+    /* client's row (len bytes) into row: 1, or 0 when it has none yet (row untouched: the
+     * algorithm's initial row). A row the store cannot give back (a failed disk, a length not
+     * len) reads as none, and the engine stops the run after the call, naming it. */
+    int (*get)(void *ctx, int32_t client, void *row, size_t len);
+    void (*put)(void *ctx, int32_t client, const void *row, size_t len);
+    void *ctx;
+} fl_rows;
+
 /* What every part of an algorithm may read; identical in the coordinator and in workers. */
 typedef struct fl_env {
     const fl_config *cfg;
@@ -63,6 +79,7 @@ typedef struct fl_env {
      * FL_COMPRESS_UP / FL_COMPRESS_DOWN send them through fl_up_pack and fl_down_pack); NULL or
      * scheme none: the dense parameter message */
     const nn_comp *comp_up, *comp_down;
+    const fl_rows *rows; /* the server's per-client rows (fl_row_get), the coordinator's alone */
 } fl_env;
 
 typedef struct fl_job {
@@ -139,6 +156,9 @@ enum {
      * so the engine schedules the job from it at dispatch and needs its result only when its
      * training ends (sim/engine.c; a run that finds otherwise stops with an error) */
     FL_FIXED_COST = 1 << 6,
+    /* its server keeps a row per client through env->rows (fl_rows): the engine reads the rows
+     * an evaluation needs before its helper processes fork */
+    FL_CLIENT_ROWS = 1 << 7,
 };
 
 /* An extra column of metrics.tsv (fl_algo.columns), after the engine's own: its header name, how
@@ -273,6 +293,10 @@ int fl_keys_print(FILE *f, const char *filter, int markdown);
 const void *fl_config_block(const fl_config *c, const fl_section *s);
 
 /* Shared pieces for algorithm files. */
+/* Client's row of the server's table through env->rows (fl_rows.get, put); without rows (a
+ * server outside a run, as `fedsim check` makes one) get gives none and put is not allowed. */
+int fl_row_get(const fl_env *env, int32_t client, void *row, size_t len);
+void fl_row_put(const fl_env *env, int32_t client, const void *row, size_t len);
 void fl_result_init(fl_result *r);
 void fl_result_destroy(fl_result *r);
 void fl_worker_init(fl_worker *w);

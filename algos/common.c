@@ -6,9 +6,21 @@
 #include "nn/pack.h"
 #include "nn/train.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+int fl_row_get(const fl_env *env, int32_t client, void *row, size_t len)
+{
+    return env->rows ? env->rows->get(env->rows->ctx, client, row, len) : 0;
+}
+
+void fl_row_put(const fl_env *env, int32_t client, const void *row, size_t len)
+{
+    assert(env->rows && "a server with per-client rows absorbs only in a run");
+    env->rows->put(env->rows->ctx, client, row, len);
+}
 
 void fl_result_init(fl_result *r)
 {

@@ -421,6 +421,7 @@ int sim_engine_new(sim_engine **out, const sim_run_spec *spec, sim_err *err)
     if (spec->net) sim_eng_net_new(e);
     fl_worker_init(&e->worker);
     fl_worker_init(&e->price_worker);
+    sim_eng_rows_init(e);
     e->price_env = e->spec.env;
     e->price_env.cost_only = 1;
     nn_model_init(&e->eval_model, spec->env.arch, 256);
@@ -509,6 +510,7 @@ void sim_engine_free(sim_engine *e)
     free(e->shift_idx);
     if (e->server) e->spec.algo->server_free(e->server);
     sim_eng_outputs_free(e);
+    sim_eng_rows_unfetch(e);
     sim_store_free(e->store);
     free(e);
 }

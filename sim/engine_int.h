@@ -10,7 +10,8 @@
  *   engine_ckpt.c the engine's state to and from a checkpoint payload (sim/checkpoint.c frames it,
  *                 sim/record.h writes and reads its records);
  *   engine_net.c  transfers over shared links (`network:`);
- *   engine_energy.c job energy and batteries (devices.energy).
+ *   engine_energy.c job energy and batteries (devices.energy);
+ *   engine_rows.c algorithms' per-client rows (fl_rows) in the clients' state store.
  * Callers outside sim/engine*.c, sync.c, async.c, eval.c and outputs.c see only sim/engine.h.
  */
 #ifndef SIM_ENGINE_INT_H
@@ -181,7 +182,18 @@ struct sim_engine {
     int resumed;        /* restored from a checkpoint: the run continues instead of starting */
     sim_store *store;   /* every client's private state by id (out_dir/state.mdb, or memory) */
     uint64_t store_tag; /* the store's commit the last checkpoint names (0: none yet) */
-    int has_states;     /* a client holds a private state: checkpoints commit the store */
+    int has_states;     /* a client holds a private state, or the server a row (fl_rows):
+                           checkpoints commit the store */
+    fl_rows rows;       /* spec.env.rows: the server's per-client rows in store (engine_rows.c) */
+    int rows_failed;    /* a row could not be read or written: its code; rows_err */
+    sim_err rows_err;
+    size_t row_len; /* the longest row put (an evaluation's batches count it per client) */
+    /* an evaluation's batch of rows, read before its helpers fork (sim_eng_rows_fetch):
+     * fetch_id sorted, a row at fetch_data + fetch_at (SIZE_MAX: none) of fetch_len bytes */
+    int fetching, n_fetch;
+    int32_t *fetch_id;
+    size_t *fetch_at, *fetch_len;
+    unsigned char *fetch_data;
     long state_reads;   /* the store's reads from disk, and its files' bytes, kept when it */
     double state_disk;  /*   closes at the end */
     int stopped;        /* stopped on request after writing a checkpoint */
@@ -232,6 +244,16 @@ int sim_eng_store_open(sim_engine *e, int resume, sim_err *err);
 /* Client c's private state from the store (it holds one: priv_len > 0), checked against the
  * length the engine recorded; *data is the store's, valid until its next call. */
 int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, sim_err *err);
+/* engine_rows.c */
+/* Point spec.env.rows at the engine's rows, before the server is made. */
+void sim_eng_rows_init(sim_engine *e);
+/* The first row that could not be read or written, as the run's error (0: none). */
+int sim_eng_rows_failed(sim_engine *e, sim_err *err);
+/* Read the rows of clients ids (n, any order, repeats allowed) from the store, and serve the
+ * server's reads from them until sim_eng_rows_unfetch (an evaluation's helpers must not use the
+ * store); nothing for an algorithm without FL_CLIENT_ROWS. */
+int sim_eng_rows_fetch(sim_engine *e, const int32_t *ids, int n, sim_err *err);
+void sim_eng_rows_unfetch(sim_engine *e);
 /* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */
 int sim_eng_jobs_due(sim_engine *e, sim_time upto, sim_err *err);
 void sim_eng_jobs_free(sim_engine *e);

@@ -134,8 +134,9 @@ static double client_accuracy(sim_engine *e, int32_t c, const void *priv, size_t
  * exactly as nn_evaluate sums), a client its accuracy (NaN on an empty validation split), its
  * model's density and its accuracy by the base evaluation (NaN without one, and on validation). */
 enum { VAL_TASK = -2 }; /* eval_tasks.shift of a client's validation task */
-/* The private states one fan-out reads, at most (a batch holds one client at the least): the
- * parent copies them out of the store before it forks, since the children must not use it.
+/* The private states and rows one fan-out reads, at most (a batch holds one client at the
+ * least): the parent copies them out of the store before it forks, since the children must not
+ * use it.
  * FEDSIM_TEST_EVAL_BATCH=BYTES sets it for tests, so that small runs take several batches. */
 static size_t eval_batch_bytes(void)
 {
@@ -197,18 +198,20 @@ static void eval_task(void *ctx, int i, void *out)
 }
 
 /* Run tasks [t->first, end) over the evaluation's processes, outputs at o (3 doubles each),
- * with the private states of their clients read from the store first. */
+ * with the private states and the server's rows of their clients read from the store first. */
 static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err *err)
 {
     size_t used = 0;
     int k0 = t->first > t->n_chunks ? t->first - t->n_chunks : 0;
-    for (int k = k0; k < end - t->n_chunks; k++) {
+    int rc = end - t->n_chunks > k0
+                     ? sim_eng_rows_fetch(e, t->client + k0, end - t->n_chunks - k0, err)
+                     : SIM_OK;
+    for (int k = k0; k < end - t->n_chunks && !rc; k++) {
         int32_t c = t->client[k];
         if (!e->c[c].priv_len || (k > k0 && t->client[k - 1] == c)) continue;
         const void *p;
         size_t len;
-        int rc = sim_eng_state_get(e, c, &p, &len, err);
-        if (rc) return rc;
+        if ((rc = sim_eng_state_get(e, c, &p, &len, err))) break;
         if (used + len > t->cap) {
             t->cap = used + len > 2 * t->cap ? used + len : 2 * t->cap;
             t->states = sim_xrealloc(t->states, t->cap);
@@ -217,13 +220,15 @@ static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err 
         t->at[c] = used;
         used += len;
     }
-    sim_fanout(e->eval_procs, end - t->first, 3 * sizeof(double), eval_task, t,
-               o + 3 * (size_t)t->first);
-    return SIM_OK;
+    if (!rc)
+        sim_fanout(e->eval_procs, end - t->first, 3 * sizeof(double), eval_task, t,
+                   o + 3 * (size_t)t->first);
+    sim_eng_rows_unfetch(e);
+    return rc;
 }
 
-/* Every task, in batches of clients whose states take eval_batch_bytes() at most (the global
- * model's chunks go with the first). */
+/* Every task, in batches of clients whose states and rows take eval_batch_bytes() at most (the
+ * global model's chunks go with the first). */
 static int eval_all(sim_engine *e, eval_tasks *t, double *o, sim_err *err)
 {
     size_t bytes = 0, most = eval_batch_bytes();
@@ -232,7 +237,7 @@ static int eval_all(sim_engine *e, eval_tasks *t, double *o, sim_err *err)
     t->first = 0;
     for (int k = 0; k < t->n_pers && !rc; k++) {
         if (k > 0 && t->client[k] == t->client[k - 1]) continue;
-        size_t len = e->c[t->client[k]].priv_len;
+        size_t len = e->c[t->client[k]].priv_len + e->row_len;
         if (bytes && bytes + len > most) { /* the batch so far, then one from here */
             rc = eval_batch(e, t, t->n_chunks + k, o, err);
             t->first = t->n_chunks + k;

@@ -173,6 +173,7 @@ int sim_eng_outputs_failed(sim_engine *e, sim_err *err)
         if (err) *err = e->eval_err;
         return e->eval_failed;
     }
+    if (e->rows_failed) return sim_eng_rows_failed(e, err);
     if (e->trace_errnum)
         return sim_fail(err, SIM_EIO, e->spec.trace_path ? e->spec.trace_path : "trace", 0, 0,
                         "cannot write: %s", strerror(e->trace_errnum));

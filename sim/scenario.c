@@ -914,8 +914,16 @@ int sim_scenario_load(sim_scenario *sc, const char *path, const char *const *set
         goto fail;
     if ((rc = sim_yaml_check_used(sc->doc, err))) goto fail;
     sc->spec.name = sc->name;
-    sc->spec.env = (fl_env){&sc->cfg,      &sc->arch, &sc->train,   &sc->test,    &sc->part,
-                            sc->spec.seed, cost_only, sc->capacity, &sc->comp_up, &sc->comp_down};
+    sc->spec.env = (fl_env){.cfg = &sc->cfg,
+                            .arch = &sc->arch,
+                            .train = &sc->train,
+                            .test = &sc->test,
+                            .part = &sc->part,
+                            .seed = sc->spec.seed,
+                            .cost_only = cost_only,
+                            .capacity = sc->capacity,
+                            .comp_up = &sc->comp_up,
+                            .comp_down = &sc->comp_down};
     sc->spec.n_clients = sc->part.n_clients;
     sc->spec.devices = sc->devices;
     return SIM_OK;

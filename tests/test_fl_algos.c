@@ -70,7 +70,7 @@ int main(void)
                      .momentum = 0.5,
                      .lr_decay = 1,
                      .server_lr = 1};
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL};
     size_t nf = arch.layout.n_floats;
 
     /* FedProx with mu = 0 sends exactly FedAvg's update */

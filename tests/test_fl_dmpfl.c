@@ -229,7 +229,7 @@ int main(void)
                           .readjust_every = 1,
                           .vote = 0.3};
     cfg.own = &dm;
-    fl_env env = {&cfg, &arch, &train, &test, &part, 11, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 11, 0, NULL, NULL, NULL, NULL};
     size_t nf = arch.layout.n_floats;
     fl_dm_shape sh;
     fl_dm_shape_init(&sh, &arch, 0.5, -1);

@@ -133,7 +133,7 @@ static void test_norm(void)
 {
     CHECK_NEAR(closed_form(3, 0.5), 1 + 1.5 + 1.75, 1e-15); /* c_k = 1, 1 + ρ, 1 + ρ + ρ² */
     fl_config cfg = base_config();
-    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL, NULL};
     sim_err err = {0};
     void *s = nova->server_new(&env, &err), *sa = avg->server_new(&env, &err);
     fl_worker w;
@@ -210,7 +210,7 @@ static void test_server(void)
 {
     fl_config cfg = base_config();
     cfg.server_lr = 0.7;
-    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL, NULL};
     sim_err err = {0};
     void *s = nova->server_new(&env, &err);
     float *d[3], *x0 = malloc(nf * sizeof(float)), *x = malloc(nf * sizeof(float));
@@ -319,7 +319,7 @@ static void test_vs_fedavg(void)
 {
     fl_config cfg = base_config();
     cfg.momentum = 0.9;
-    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 5, 0, NULL, NULL, NULL, NULL};
     sim_err err = {0};
     fl_worker w;
     fl_worker_init(&w);

@@ -121,7 +121,7 @@ static void test_steps(void)
                  KIND[k], lr, b1, b2, tau);
         fl_config cfg;
         CHECK_MSG(fl_config_load(&cfg, text, NULL, &err) == SIM_OK, "%s", err.msg);
-        fl_env env = {&cfg, &arch, NULL, NULL, NULL, 11, 0, NULL, NULL, NULL};
+        fl_env env = {&cfg, &arch, NULL, NULL, NULL, 11, 0, NULL, NULL, NULL, NULL};
         void *s = a->server_new(&env, &err);
         CHECK_MSG(s != NULL, "%s", err.msg);
         if (!s) continue;

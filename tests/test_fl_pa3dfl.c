@@ -354,7 +354,7 @@ int main(void)
     fl_pa3dfl_config pc = {0.001, 0.5, 1, 1, 1, 8, 8, 2, 0, 0.1, 11, 1, "auto"};
     cfg.own = &pc;
     double cap[] = {1, 0.25, 0.0625, 0.5};
-    fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap, NULL, NULL};
+    fl_env env = {&cfg, &ma, &train, &test, &part, 9, 0, cap, NULL, NULL, NULL};
     CHECK(fl_pa3dfl.client_width(&env, 2) == 0.25 && fl_pa3dfl.client_width(&env, 1) == 0.5);
     void *s = fl_pa3dfl.server_new(&env, &err);
     CHECK(s != NULL);

@@ -259,7 +259,7 @@ int main(void)
                      .lr = 0.05,
                      .lr_decay = 1,
                      .server_lr = 1};
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL};
     test_full_is_fedavg(&cfg, &env);
     test_fixed(&cfg, &env);
     test_score_step(&cfg, &env);

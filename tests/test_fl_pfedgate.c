@@ -134,7 +134,7 @@ static void test_classes_reached(void)
     cfg.own = &pg;
     nn_partition part = {.n_clients = 3};
     const double cap[3] = {0.15, 0.5, 0.075};
-    fl_env env = {&cfg, &a, NULL, NULL, &part, 1, 0, cap, NULL, NULL};
+    fl_env env = {&cfg, &a, NULL, NULL, &part, 1, 0, cap, NULL, NULL, NULL};
     char msg[512] = "";
     CHECK_MSG(fl_pfedgate.warn(&env, msg, sizeof msg) == 1 && strstr(msg, "2 of 3 clients") &&
                       strstr(msg, "0.075 at the least") && strstr(msg, "reaches 1 of 10 classes"),
@@ -268,7 +268,7 @@ static int fixture_init(fixture *f, double s)
                          .server_lr = 1};
     f->pg = (fl_pfedgate_config){.s = s, .blocks = 5, .paths = 2, .gate_lr = 0.1};
     f->cfg.own = &f->pg;
-    f->env = (fl_env){&f->cfg, &f->a, &f->train, &f->test, &f->part, 4, 0, NULL, NULL, NULL};
+    f->env = (fl_env){&f->cfg, &f->a, &f->train, &f->test, &f->part, 4, 0, NULL, NULL, NULL, NULL};
     fl_worker_init(&f->w);
     return 1;
 }

@@ -142,7 +142,7 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     hn_conf(&cfg, 0, "generated");
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL}, envc = env;
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL}, envc = env;
     envc.cost_only = 1;
     const nn_layout *L = &arch.layout;
     size_t nf = L->n_floats, n_sh = part_of(NULL, 0, NULL), n_head = part_of(NULL, 1, NULL);

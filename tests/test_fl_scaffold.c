@@ -416,7 +416,7 @@ int main(void)
                              "lr_decay: 0.5, server_lr: 0.7}",
                              NULL, &err) == SIM_OK,
               "%s", err.msg);
-    fl_env env = {&cfg, &arch, &data, &data, &part, 9, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &data, &data, &part, 9, 0, NULL, NULL, NULL, NULL};
     const fl_algo *a = fl_algo_find("scaffold");
     CHECK(a && (a->flags & FL_HAS_GLOBAL) && (a->flags & FL_PLAIN_SGD));
     if (!a) return CHECK_DONE();

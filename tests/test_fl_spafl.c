@@ -174,7 +174,7 @@ static void test_step(void)
     cfg.local_steps = 1, cfg.batch_size = N, cfg.lr = 1, cfg.lr_decay = 1;
     fl_spafl_config sp = {.alpha = 0.01, .ste_weight = 1, .collapse = 0.01};
     cfg.own = &sp;
-    fl_env env = {&cfg, &a, &train, &train, &part, 11, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &a, &train, &train, &part, 11, 0, NULL, NULL, NULL, NULL};
     size_t nf = a.layout.n_floats;
 
     /* thresholds: prune conv1 filters 0-1, conv2 filter 5, fc3 neurons 0-9, logit 3 */
@@ -325,7 +325,7 @@ static void test_server(void)
     fl_spafl_config sp = {0};
     cfg.own = &sp;
     snprintf(cfg.name, sizeof cfg.name, "spafl");
-    fl_env env = {&cfg, &a, &d, &d, &part, 1, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &a, &d, &d, &part, 1, 0, NULL, NULL, NULL, NULL};
     void *s = fl_spafl.server_new(&env, &err);
     float up[2][4] = {{1, 2, 3, 4}, {3, 2, 1, -4}}, got[4], delta[4];
     for (int k = 0; k < 2; k++) {
@@ -472,7 +472,7 @@ static void small_init(small *S)
     snprintf(S->cfg.name, sizeof S->cfg.name, "spafl");
     S->cfg.batch_size = 8, S->cfg.lr = 0.01, S->cfg.lr_decay = 1;
     S->cfg.own = &S->sp;
-    S->env = (fl_env){&S->cfg, &S->a, &S->d, &S->d, &S->part, 3, 0, NULL, NULL, NULL};
+    S->env = (fl_env){&S->cfg, &S->a, &S->d, &S->d, &S->part, 3, 0, NULL, NULL, NULL, NULL};
 }
 
 static void small_destroy(small *S)

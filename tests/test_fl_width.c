@@ -100,7 +100,7 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     wconf(&cfg, "p: 1, eval: 1, kd: false");
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL};
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL};
     size_t nf = arch.layout.n_floats;
     fl_worker w;
     fl_worker_init(&w);
