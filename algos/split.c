@@ -99,9 +99,10 @@ const fl_section fl_pfedhn_section = {
                "costs FedPer's FLOPs; both messages carry the body.",
 };
 
-/* pFedHN's hyper-network initialization; index 0 */
+/* pFedHN's hyper-network initialization (index 0), and each client's initial embedding (index:
+ * the client), drawn when the client is first encoded */
 enum { RNG_PFEDHN = 13 };
-static const fl_stream STREAMS[] = {{"pfedhn.init", RNG_PFEDHN}, {0}};
+static const fl_stream STREAMS[] = {{"pfedhn.init", RNG_PFEDHN}, {"pfedhn.embed", 0}, {0}};
 
 typedef struct split_server {
     const fl_env *env; /* borrowed */
@@ -474,28 +475,47 @@ static int split_load(void *p, const msgpack_object *o, sim_err *err)
 }
 
 /* pFedHN: FedPer's split, whose shared part a hyper-network on the server generates for each
- * client. φ is one flat array: the embeddings E (N × d_e) | each encoder layer's W (d_h × its
- * inputs) and b (d_h) | the generator's W (shared floats × d_h) and b. */
+ * client from the client's embedding (d_e floats). The embeddings are the server's per-client
+ * rows (fl_rows: out of core with the clients' states, so the server does not grow with the
+ * population); a client that has none yet starts from N(0, 1) draws of its own stream. φ is
+ * the rest, one flat array: each encoder layer's W (d_h × its inputs) and b (d_h) | the
+ * generator's W (shared floats × d_h) and b. */
 typedef struct pfedhn {
-    split_server sp;   /* sp.global: the initial model, whose head a client starts from */
-    int N, de, dh, nl; /* clients, embedding and hidden widths, encoder layers */
+    split_server sp; /* sp.global: the initial model, whose head a client starts from */
+    int de, dh, nl;  /* embedding and hidden widths, encoder layers */
     size_t w_off[PFEDHN_MAX_LAYERS + 1], b_off[PFEDHN_MAX_LAYERS + 1], gw, gb, n_phi;
     float *phi;
     double *grad; /* n_phi: Σ over the round's replies of each one's gradient */
     double got;   /* replies absorbed since the last aggregation */
-    double *z;    /* nl × dh: the last encoding's pre-activations (its output is the last row) */
-    double *dz;   /* 2 × dh: backward scratch */
-    float *gen;   /* n_shared: a generated shared part */
-    double *out;  /* n_shared: the generator's output, or the gradient it gets */
+    float *emb;   /* de: the embedding of the last client encoded */
+    /* the embeddings' part of grad: the clients absorbed since the last aggregation, in the
+     * order first absorbed, and each one's Σ gradient (de doubles) */
+    int32_t *tc;
+    double *tg;
+    int nt, cap_t;
+    double *z;   /* nl × dh: the last encoding's pre-activations (its output is the last row) */
+    double *dz;  /* 2 × dh: backward scratch */
+    float *gen;  /* n_shared: a generated shared part */
+    double *out; /* n_shared: the generator's output, or the gradient it gets */
 } pfedhn;
 
-/* An input of encoder layer l for the last encoded client i: its embedding, or the ReLU of the
+/* Client i's embedding into e: its row, or its initial draws. */
+static void load_embedding(const pfedhn *h, int32_t i, float *e)
+{
+    if (fl_row_get(h->sp.env, i, e, sizeof(float) * (size_t)h->de)) return;
+    sim_rng r;
+    sim_rng_seed(&r, h->sp.env->seed, fl_stream_id(&STREAMS[1]), (uint64_t)i);
+    for (int k = 0; k < h->de; k++)
+        e[k] = (float)sim_rng_normal(&r);
+}
+
+/* An input of encoder layer l for the last encoded client: its embedding, or the ReLU of the
  * layer before (into x, dh). */
-static const double *enc_input(const pfedhn *h, int i, int l, double *x)
+static const double *enc_input(const pfedhn *h, int l, double *x)
 {
     if (l == 0) {
         for (int k = 0; k < h->de; k++)
-            x[k] = h->phi[(size_t)i * h->de + k];
+            x[k] = h->emb[k];
         return x;
     }
     nn_relu64_forward(x, h->z + (size_t)(l - 1) * h->dh, h->dh);
@@ -507,8 +527,9 @@ static const double *enc_input(const pfedhn *h, int i, int l, double *x)
 static void hn_generate(pfedhn *h, int i)
 {
     double x[4096];
+    load_embedding(h, i, h->emb);
     for (int l = 0; l < h->nl; l++)
-        nn_linear64_forward(h->z + (size_t)l * h->dh, enc_input(h, i, l, x), h->phi + h->w_off[l],
+        nn_linear64_forward(h->z + (size_t)l * h->dh, enc_input(h, l, x), h->phi + h->w_off[l],
                             h->phi + h->b_off[l], 1, l ? h->dh : h->de, h->dh);
     const double *e = h->z + (size_t)(h->nl - 1) * h->dh;
     int n = (int)h->sp.n_shared;
@@ -517,7 +538,24 @@ static void hn_generate(pfedhn *h, int i)
         h->gen[j] = (float)h->out[j];
 }
 
-/* grad += ∂⟨g, gen(i)⟩/∂φ, with h->z client i's encoding. */
+/* Client i's Σ gradient of its embedding (a zero one when it is new since the aggregation). */
+static double *embedding_grad(pfedhn *h, int32_t i)
+{
+    for (int k = 0; k < h->nt; k++)
+        if (h->tc[k] == i) return h->tg + (size_t)k * h->de;
+    if (h->nt == h->cap_t) {
+        h->cap_t = h->cap_t ? 2 * h->cap_t : 16;
+        h->tc = sim_xrealloc(h->tc, sizeof(int32_t) * (size_t)h->cap_t);
+        h->tg = sim_xrealloc(h->tg, sizeof(double) * (size_t)h->cap_t * (size_t)h->de);
+    }
+    h->tc[h->nt] = i;
+    double *g = h->tg + (size_t)h->nt++ * h->de;
+    memset(g, 0, sizeof(double) * (size_t)h->de);
+    return g;
+}
+
+/* grad += ∂⟨g, gen(i)⟩/∂φ and client i's embedding's, with h->z and h->emb client i's
+ * encoding. */
 static void hn_backward(pfedhn *h, int i, const float *g)
 {
     double x[4096], *dz = h->dz, *da = h->dz + h->dh;
@@ -537,20 +575,21 @@ static void hn_backward(pfedhn *h, int i, const float *g)
     }
     for (int l = h->nl - 1; l >= 0; l--) {
         int in = l ? h->dh : h->de;
-        const double *a = enc_input(h, i, l, x);
+        const double *a = enc_input(h, l, x);
         nn_linear64_backward(da, h->grad + h->w_off[l], h->grad + h->b_off[l], dz, a,
                              h->phi + h->w_off[l], 1, in, h->dh);
         if (l == 0) {
+            double *ge = embedding_grad(h, i);
             for (int k = 0; k < h->de; k++)
-                h->grad[(size_t)i * h->de + k] += da[k];
+                ge[k] += da[k];
         } else {
             nn_relu64_backward(dz, da, a, h->dh); /* a: layer l − 1's ReLU output */
         }
     }
 }
 
-/* PyTorch's initialization, as FLGo's hyper-network has it: E ~ N(0, 1), every linear layer's
- * weights and biases U(±1/√its inputs). */
+/* PyTorch's initialization, as FLGo's hyper-network has it: E ~ N(0, 1) (load_embedding), every
+ * linear layer's weights and biases U(±1/√its inputs). */
 static void *pfedhn_new(const fl_env *env, sim_err *err)
 {
     const pfedhn_config *c = env->cfg->own;
@@ -560,8 +599,8 @@ static void *pfedhn_new(const fl_env *env, sim_err *err)
     }
     pfedhn *h = sim_xcalloc(1, sizeof *h);
     split_init(&h->sp, env, 1);
-    h->N = env->part->n_clients, h->de = c->embed, h->dh = c->hidden, h->nl = 1 + c->layers;
-    size_t at = (size_t)h->N * h->de;
+    h->de = c->embed, h->dh = c->hidden, h->nl = 1 + c->layers;
+    size_t at = 0;
     for (int l = 0; l < h->nl; l++) {
         h->w_off[l] = at, at += (size_t)h->dh * (l ? h->dh : h->de);
         h->b_off[l] = at, at += (size_t)h->dh;
@@ -575,10 +614,9 @@ static void *pfedhn_new(const fl_env *env, sim_err *err)
     h->dz = sim_xcalloc(2 * (size_t)(h->dh > h->de ? h->dh : h->de), sizeof(double));
     h->gen = sim_xcalloc(h->sp.n_shared + 1, sizeof(float));
     h->out = sim_xcalloc(h->sp.n_shared + 1, sizeof(double));
+    h->emb = sim_xcalloc((size_t)h->de, sizeof(float));
     sim_rng r;
     sim_rng_seed(&r, env->seed, RNG_PFEDHN, 0);
-    for (size_t j = 0; j < h->w_off[0]; j++)
-        h->phi[j] = (float)sim_rng_normal(&r);
     for (int l = 0; l <= h->nl; l++) { /* l = nl: the generator */
         size_t w0 = l < h->nl ? h->w_off[l] : h->gw,
                b1 = l < h->nl ? h->b_off[l] + h->dh : h->n_phi;
@@ -600,6 +638,9 @@ static void pfedhn_free(void *p)
     free(h->dz);
     free(h->gen);
     free(h->out);
+    free(h->emb);
+    free(h->tc);
+    free(h->tg);
     free(h);
 }
 
@@ -651,22 +692,46 @@ static int pfedhn_absorb(void *p, int32_t client, const void *up, size_t len, do
     return rc;
 }
 
-/* One SGD step on the mean gradient, its norm clipped. */
+/* One SGD step on the mean gradient, its norm clipped. The norm sums the embeddings' squares
+ * first, by client id, then φ's: the order of one flat array of all embeddings then φ, where
+ * an embedding without a gradient adds nothing. */
 static void pfedhn_aggregate(void *p)
 {
     pfedhn *h = p;
     const pfedhn_config *c = h->sp.env->cfg->own;
     if (h->got > 0) {
+        int *ord = sim_xmalloc(sizeof(int) * (size_t)(h->nt + 1));
+        for (int k = 0; k < h->nt; k++)
+            ord[k] = k;
+        for (int k = 1; k < h->nt; k++) /* insertion sort by client id: a round's clients */
+            for (int j = k; j > 0 && h->tc[ord[j - 1]] > h->tc[ord[j]]; j--) {
+                int t = ord[j];
+                ord[j] = ord[j - 1], ord[j - 1] = t;
+            }
         double nrm = 0, sc = 1 / h->got;
+        for (int k = 0; k < h->nt; k++)
+            for (int j = 0; j < h->de; j++) {
+                double v = h->tg[(size_t)ord[k] * h->de + j];
+                nrm += v * v;
+            }
         for (size_t j = 0; j < h->n_phi; j++)
             nrm += h->grad[j] * h->grad[j];
         nrm = sqrt(nrm) * sc;
         if (c->clip > 0 && nrm > c->clip) sc *= c->clip / nrm;
+        for (int k = 0; k < h->nt; k++) {
+            const double *ge = h->tg + (size_t)k * h->de;
+            load_embedding(h, h->tc[k], h->emb);
+            for (int j = 0; j < h->de; j++)
+                h->emb[j] -= (float)(c->lr * sc * ge[j]);
+            fl_row_put(h->sp.env, h->tc[k], h->emb, sizeof(float) * (size_t)h->de);
+        }
         for (size_t j = 0; j < h->n_phi; j++)
             h->phi[j] -= (float)(c->lr * sc * h->grad[j]);
+        free(ord);
     }
     memset(h->grad, 0, sizeof(double) * h->n_phi);
     h->got = 0;
+    h->nt = 0;
 }
 
 /* The client's model: the shared part generated for it now with the head its last job left (the
@@ -685,16 +750,47 @@ static double pfedhn_eval(void *p, int32_t client, const void *priv, size_t priv
     return 1.0;
 }
 
+/* [[φ, Σ gradient, replies] (fl_save_sums), the clients absorbed since the last aggregation
+ * (int32), their embeddings' Σ gradients (double)], arrays as raw native-order bytes; the
+ * embeddings themselves are rows. */
 static void pfedhn_save(void *p, msgpack_packer *pk)
 {
     pfedhn *h = p;
+    size_t nc = sizeof(int32_t) * (size_t)h->nt, ng = sizeof(double) * (size_t)h->nt * h->de;
+    msgpack_pack_array(pk, 3);
     fl_save_sums(pk, h->phi, h->grad, h->got, h->n_phi);
+    msgpack_pack_bin(pk, nc);
+    msgpack_pack_bin_body(pk, h->tc, nc);
+    msgpack_pack_bin(pk, ng);
+    msgpack_pack_bin_body(pk, h->tg, ng);
 }
 
 static int pfedhn_load(void *p, const msgpack_object *o, sim_err *err)
 {
     pfedhn *h = p;
-    return fl_load_sums(o, h->phi, h->grad, &h->got, h->n_phi, "pfedhn", err);
+    const msgpack_object *a =
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3 ? o->via.array.ptr : NULL;
+    size_t n = a && a[1].type == MSGPACK_OBJECT_BIN ? a[1].via.bin.size / sizeof(int32_t) : 0;
+    if (!a || a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size % sizeof(int32_t) ||
+        n > INT32_MAX / 2 || a[2].type != MSGPACK_OBJECT_BIN ||
+        a[2].via.bin.size != n * sizeof(double) * (size_t)h->de)
+        return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                        "server state does not fit pfedhn with embeddings of %d", h->de);
+    int rc = fl_load_sums(&a[0], h->phi, h->grad, &h->got, h->n_phi, "pfedhn", err);
+    if (rc) return rc;
+    h->nt = 0;
+    for (size_t k = 0; k < n; k++) {
+        int32_t c;
+        memcpy(&c, (const char *)a[1].via.bin.ptr + k * sizeof c, sizeof c);
+        if (c < 0 || c >= h->sp.env->part->n_clients)
+            return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
+                            "server state names client %d of %d in pfedhn's gradients", c,
+                            h->sp.env->part->n_clients);
+        double *g = embedding_grad(h, c);
+        memcpy(g, (const char *)a[2].via.bin.ptr + k * h->de * sizeof(double),
+               sizeof(double) * (size_t)h->de);
+    }
+    return SIM_OK;
 }
 
 const fl_algo fl_fedper = {
@@ -756,7 +852,7 @@ const fl_algo fl_pfedhn = {
                    "embedding; personal head",
         .doc = "pFedHN: a server-side hyper-network generates each client's body from its "
                "embedding; the head stays with the client; no global model",
-        .flags = FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST,
+        .flags = FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST | FL_CLIENT_ROWS,
         .section = &fl_pfedhn_section,
         .streams = STREAMS,
         .server_new = pfedhn_new,

@@ -87,7 +87,9 @@ static void print_energy(const sim_scenario *sc, const sim_cli_prices *pr, doubl
 
 /* The clients' private states (issue 41): one's size, measured, and what the run would need. */
 typedef struct state_plan {
-    size_t state;     /* a client's private state's bytes (0: the algorithm keeps none) */
+    size_t state;     /* what the store keeps for a client that trained: its private state and
+                         the server's row for it (0: the algorithm keeps neither) */
+    size_t row;       /* of it, the server's row (fl_rows) */
     int client;       /* the client whose job measured it, -1 when none was trained */
     double clients;   /* clients that may end the run holding a state, at most */
     double disk;      /* RUN_DIR/state.mdb's predicted bytes */
@@ -98,10 +100,25 @@ typedef struct state_plan {
     int free_known;   /* free_disk could be read */
 } state_plan;
 
+/* The server's rows as a measure: none read, the longest put kept (ctx: a size_t). */
+static int row_none(void *ctx, int32_t c, void *row, size_t len)
+{
+    (void)ctx, (void)c, (void)row, (void)len;
+    return 0;
+}
+
+static void row_measure(void *ctx, int32_t c, const void *row, size_t len)
+{
+    size_t *most = ctx;
+    (void)c, (void)row;
+    if (len > *most) *most = len;
+}
+
 /* One real job (not cost-only) of the client with the fewest samples (the cheapest to train), of
  * one local step, on the server as server_new makes it: its result's private state is what the
- * engine keeps for every client that has trained. Its size into p; a cost-only scenario trains
- * nothing and keeps no state. -1 with err when the algorithm fails. */
+ * engine keeps for every client that has trained, and, for an algorithm with per-client rows,
+ * the row its aggregation writes for the client too. Their size into p; a cost-only scenario
+ * trains nothing and keeps no state. -1 with err when the algorithm fails. */
 static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
 {
     p->client = -1;
@@ -116,6 +133,9 @@ static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
     cfg.local_steps = 1;
     fl_env env = sc->spec.env;
     env.cfg = &cfg;
+    size_t row = 0;
+    fl_rows rows = {row_none, row_measure, &row};
+    env.rows = &rows;
     const fl_algo *a = sc->spec.algo;
     void *server = a->server_new(&env, err);
     if (!server) return -1;
@@ -128,8 +148,13 @@ static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
     fl_result res;
     fl_result_init(&res);
     int rc = a->client_train(&env, &job, &wk, &res, err);
+    if (!rc && (a->flags & FL_CLIENT_ROWS) && res.up_bytes > 0) {
+        rc = a->server_absorb(server, c, res.up.data, res.up.size, 1, 1, err);
+        if (!rc) a->server_aggregate(server);
+    }
     if (!rc) {
-        p->state = res.priv.size;
+        p->state = res.priv.size + row;
+        p->row = row;
         p->client = c;
     }
     fl_result_destroy(&res);
@@ -199,9 +224,11 @@ static void print_states(const sim_scenario *sc, const sim_cli_prices *pr, const
         char s[32];
         sim_format_bytes(s, sizeof s, (double)p->state);
         sim_format_bytes(d, sizeof d, p->disk);
-        printf("# client state: %s per client (%zu bytes, measured: one job of client %d), up to "
-               "%.0f clients\n",
-               s, p->state, p->client, p->clients);
+        char of[64] = "";
+        if (p->row) snprintf(of, sizeof of, ", %zu of them the server's row for it", p->row);
+        printf("# client state: %s per client (%zu bytes%s, measured: one job of client %d), up "
+               "to %.0f clients\n",
+               s, p->state, of, p->client, p->clients);
         double all = (double)p->state * p->clients;
         char in[64] = "all in memory";
         if (all > p->budget)

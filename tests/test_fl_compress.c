@@ -16,6 +16,7 @@
 #include "sim/scenario.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
+#include "tests/rows.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 enum { MAXF = 1 << 16 }; /* floats a vector compared may hold */
 static size_t n_shared;  /* the split family's shared values, as the last download held them */
 static size_t priced;    /* what cost-only mode charges for the last two_jobs' uploads */
+static test_rows rows;   /* pFedHN's embeddings */
 
 /* How an algorithm's upload reads (the vectors compared are in its coordinates): the whole
  * model (n_floats), the split family's shared part (its n_shared values in layout order), the
@@ -113,6 +115,7 @@ static void two_jobs(const char *const *sets, int n_sets, int part, float *d1, f
     CHECK_MSG(rc == SIM_OK, "tiny.yaml: %s", err.msg);
     if (rc) return;
     fl_env *env = &sc.spec.env;
+    env->rows = test_rows_api(&rows);
     const fl_algo *a = sc.spec.algo;
     void *s = a->server_new(env, &err);
     fl_worker w;
@@ -164,6 +167,7 @@ static void two_jobs(const char *const *sets, int n_sets, int part, float *d1, f
     fl_result_destroy(&r2);
     fl_worker_destroy(&w);
     a->server_free(s);
+    test_rows_free(&rows);
     sim_scenario_destroy(&sc);
 }
 
@@ -221,6 +225,7 @@ static void one_round(const char *const *sets, int n_sets, float *g)
     int rc = sim_scenario_load(&sc, "scenarios/tiny.yaml", sets, n_sets, &err);
     CHECK_MSG(rc == SIM_OK, "tiny.yaml: %s", err.msg);
     if (rc) return;
+    sc.spec.env.rows = test_rows_api(&rows);
     const fl_env *env = &sc.spec.env;
     const fl_algo *a = sc.spec.algo;
     void *s = a->server_new(env, &err);
@@ -241,6 +246,7 @@ static void one_round(const char *const *sets, int n_sets, float *g)
     nn_model_destroy(&m);
     fl_worker_destroy(&w);
     a->server_free(s);
+    test_rows_free(&rows);
     sim_scenario_destroy(&sc);
 }
 

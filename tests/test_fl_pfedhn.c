@@ -1,15 +1,19 @@
 /* tests/test_fl_pfedhn.c -- pFedHN through the fl_algo interface: each client receives the shared
  * part its embedding generates (its length is the cost-only prediction; two clients get different
- * ones) and trains as FedPer does; the hyper-network's gradient of Σ_k ⟨generated_k − trained_k,
- * generated_k(φ)⟩, read from the server's saved state, passes a central finite-difference check
- * through the generated messages; the step is −lr times the mean gradient, its norm clipped; the
- * evaluated model is the generated shared part with the client's head (or, with eval: trained,
- * its last job's model); a foreign message or state is refused. */
+ * ones; a client without an embedding row has the N(0, 1) draws of its own stream, and one with a
+ * row has that row) and trains as FedPer does; the hyper-network's gradient of Σ_k ⟨generated_k −
+ * trained_k, generated_k(φ)⟩, φ's and the embeddings' as the server's saved state holds them,
+ * passes a central finite-difference check through the generated messages; the step moves φ and
+ * the absorbed clients' embedding rows (no other) by −lr times the mean gradient, its norm
+ * clipped; the evaluated model is the generated shared part with the client's head (or, with
+ * eval: trained, its last job's model); a foreign message or state is refused; the saved state
+ * (a checkpoint's) is as long for 40 clients as for 4: the embeddings are not in it. */
 #include "algos/algo.h"
 #include "nn/pack.h"
 #include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
+#include "tests/rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +22,8 @@
 static nn_dataset train, test;
 static nn_partition part;
 static nn_arch arch;
+static test_rows rows; /* the server's embedding rows */
+enum { DE = 3 };       /* the embedding width hn_conf sets */
 
 /* m's floats of one part of FedPer's split (head 0: every tensor but the last layer's W and b,
  * in layout order; 1: those two) into v; returns their count. */
@@ -54,9 +60,11 @@ static float *generated(void *s, int c, size_t *n, msgpack_sbuffer *down)
     return v; /* NULL: no "shared" */
 }
 
-/* The server's saved state [φ (float32 bin), Σ gradients (float64 bin), replies]: copies of φ
- * and of the gradient sum (malloc'd), *n_phi their length. */
-static void saved(void *s, float **phi, double **grad, size_t *n_phi)
+/* The server's saved state [[φ (float32 bin), Σ gradients (float64 bin), replies], clients
+ * absorbed (int32 bin), their embeddings' Σ gradients (float64 bin)]: copies of φ and of the
+ * gradient sum (malloc'd), *n_phi their length, and, when eg is given, every client's embedding
+ * gradient (DE each, zero when not absorbed) in eg. */
+static void saved(void *s, float **phi, double **grad, size_t *n_phi, double *eg)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -67,18 +75,43 @@ static void saved(void *s, float **phi, double **grad, size_t *n_phi)
     msgpack_unpacked_init(&u);
     size_t off = 0;
     CHECK(msgpack_unpack_next(&u, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS);
-    const msgpack_object *a = u.data.via.array.ptr;
+    CHECK(u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 3);
+    const msgpack_object *o = u.data.via.array.ptr, *a = o[0].via.array.ptr;
     *n_phi = a[0].via.bin.size / sizeof(float);
     *phi = malloc(a[0].via.bin.size);
     *grad = malloc(a[1].via.bin.size);
     memcpy(*phi, a[0].via.bin.ptr, a[0].via.bin.size);
     memcpy(*grad, a[1].via.bin.ptr, a[1].via.bin.size);
+    size_t n = o[1].via.bin.size / sizeof(int32_t);
+    CHECK(o[2].via.bin.size == n * DE * sizeof(double));
+    if (eg) memset(eg, 0, sizeof(double) * DE * (size_t)part.n_clients);
+    for (size_t k = 0; eg && k < n; k++) {
+        int32_t c;
+        memcpy(&c, o[1].via.bin.ptr + k * sizeof c, sizeof c);
+        CHECK(c >= 0 && c < part.n_clients);
+        memcpy(eg + (size_t)c * DE, o[2].via.bin.ptr + k * DE * sizeof(double),
+               DE * sizeof(double));
+    }
     msgpack_unpacked_destroy(&u);
     msgpack_sbuffer_destroy(&sb);
 }
 
-/* Give the server a saved FedAvg-style state [n floats, n zero doubles, 0]: φ with no gradient
- * pending, or, with n not its φ's length, a foreign state; returns load's status. */
+/* The length of s's saved state. */
+static size_t saved_bytes(void *s)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    fl_pfedhn.server_save(s, &pk);
+    size_t n = sb.size;
+    msgpack_sbuffer_destroy(&sb);
+    return n;
+}
+
+/* Give the server a saved state [[n floats, n zero doubles, 0], no clients, no gradients]: φ
+ * with no gradient pending, or, with n not its φ's length, a foreign state; returns load's
+ * status. */
 static int load_phi(void *s, const float *phi, size_t n_phi)
 {
     msgpack_sbuffer sb;
@@ -86,7 +119,10 @@ static int load_phi(void *s, const float *phi, size_t n_phi)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     double *zero = calloc(n_phi, sizeof(double));
+    msgpack_pack_array(&pk, 3);
     fl_save_sums(&pk, phi, zero, 0, n_phi);
+    msgpack_pack_bin(&pk, 0);
+    msgpack_pack_bin(&pk, 0);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
@@ -142,7 +178,8 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     hn_conf(&cfg, 0, "generated");
-    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL}, envc = env;
+    fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, test_rows_api(&rows)},
+           envc = env;
     envc.cost_only = 1;
     const nn_layout *L = &arch.layout;
     size_t nf = L->n_floats, n_sh = part_of(NULL, 0, NULL), n_head = part_of(NULL, 1, NULL);
@@ -162,6 +199,41 @@ int main(void)
     CHECK(d1b.size == d1.size && !memcmp(d1b.data, d1.data, d1.size));
     msgpack_sbuffer_destroy(&d1b);
     fl_pfedhn.server_free(s2);
+    nn_partition many;
+    CHECK(nn_partition_iid(&many, &train, 40, 3, &err) == SIM_OK);
+    fl_env env40 = env;
+    env40.part = &many;
+    s2 = fl_pfedhn.server_new(&env40, &err);
+    CHECK_MSG(s2 && saved_bytes(s2) == saved_bytes(s),
+              "the saved state does not grow with the clients: %zu bytes for 40, %zu for 4",
+              s2 ? saved_bytes(s2) : 0, saved_bytes(s));
+    fl_pfedhn.server_free(s2);
+    nn_partition_destroy(&many);
+
+    /* an embedding is the client's row, or without one the N(0, 1) draws of its stream, which
+     * the rows of clients 1 to 3 are set to here */
+    float e0[4][DE];
+    for (int c = 1; c <= 3; c++) {
+        sim_rng r;
+        sim_rng_seed(&r, 9, fl_algo_stream("pfedhn.embed"), (uint64_t)c);
+        for (int k = 0; k < DE; k++)
+            e0[c][k] = (float)sim_rng_normal(&r);
+    }
+    float *gen3 = generated(s, 3, &n1, &d1b), *gen3b, *gen3c;
+    msgpack_sbuffer_destroy(&d1b);
+    rows.api.put(rows.api.ctx, 3, e0[3], sizeof e0[3]);
+    gen3b = generated(s, 3, &n1, &d1b);
+    msgpack_sbuffer_destroy(&d1b);
+    CHECK_MSG(gen3 && gen3b && !memcmp(gen3, gen3b, n_sh * 4),
+              "a client without a row is encoded from its stream's draws");
+    float moved[DE] = {e0[3][0] + 1, e0[3][1], e0[3][2]};
+    rows.api.put(rows.api.ctx, 3, moved, sizeof moved);
+    gen3c = generated(s, 3, &n1, &d1b);
+    msgpack_sbuffer_destroy(&d1b);
+    CHECK_MSG(gen3c && memcmp(gen3, gen3c, n_sh * 4), "a client's row is its embedding");
+    free(gen3), free(gen3b), free(gen3c);
+    for (int c = 1; c <= 2; c++)
+        rows.api.put(rows.api.ctx, c, e0[c], sizeof e0[c]);
 
     /* a job: FedPer's training (its FLOPs), cost-only the same FLOPs and upload length */
     fl_worker w;
@@ -198,9 +270,9 @@ int main(void)
     for (int k = 0; k < 2; k++)
         CHECK(fl_pfedhn.server_absorb(s, k + 1, r[k].up.data, r[k].up.size, 1, 1, &err) == SIM_OK);
     float *phi0, *phi;
-    double *G, *unused;
+    double *G, *unused, EG[4 * DE], eg2[4 * DE];
     size_t n_phi;
-    saved(s, &phi0, &G, &n_phi);
+    saved(s, &phi0, &G, &n_phi, EG);
     phi = malloc(n_phi * sizeof(float));
     memcpy(phi, phi0, n_phi * sizeof(float));
     double worst = 0, eps = 1e-3;
@@ -218,6 +290,22 @@ int main(void)
         if (isnan(fd)) worst = INFINITY;
         checked++, nonzero += fabs(G[j]) > 1e-3;
     }
+    for (int c = 1; c <= 2; c++) /* the embeddings, through their rows */
+        for (int k = 0; k < DE; k++) {
+            float *e = rows.row[c];
+            e[k] = e0[c][k] + (float)eps;
+            double up = objective(s, g);
+            e[k] = e0[c][k] - (float)eps;
+            double lo = objective(s, g);
+            e[k] = e0[c][k];
+            double fd = (up - lo) / ((double)(e0[c][k] + (float)eps) - (e0[c][k] - (float)eps)),
+                   an = EG[c * DE + k];
+            worst = fmax(worst, fabs(fd - an) / fmax(0.1, fabs(an)));
+            if (isnan(fd)) worst = INFINITY;
+            checked++, nonzero += fabs(an) > 1e-3;
+        }
+    for (int k = 0; k < DE; k++) /* no gradient for clients not absorbed */
+        CHECK(EG[k] == 0 && EG[3 * DE + k] == 0);
     CHECK(loaded);
     CHECK_MSG(worst < 1e-2 && nonzero > checked / 4,
               "hyper-network gradient vs central differences: worst relative error %g over %d "
@@ -228,21 +316,34 @@ int main(void)
     double gn = 0;
     for (size_t j = 0; j < n_phi; j++)
         gn += G[j] * G[j] / 4;
+    for (int j = 0; j < 4 * DE; j++)
+        gn += EG[j] * EG[j] / 4;
     gn = sqrt(gn);
     for (int clip = 0; clip <= 1; clip++) {
         hn_conf(&cfg, clip ? gn / 4 : 0, "generated");
         CHECK(load_phi(s, phi0, n_phi) == SIM_OK);
+        for (int c = 1; c <= 2; c++)
+            rows.api.put(rows.api.ctx, c, e0[c], sizeof e0[c]);
         for (int k = 0; k < 2; k++)
             CHECK(fl_pfedhn.server_absorb(s, k + 1, r[k].up.data, r[k].up.size, 3, 3, &err) ==
                   SIM_OK);
         fl_pfedhn.server_aggregate(s);
         free(phi);
-        saved(s, &phi, &unused, &n_phi);
+        saved(s, &phi, &unused, &n_phi, eg2);
         double off = 0, step = 0, sc = clip ? 0.25 : 1;
         for (size_t j = 0; j < n_phi; j++) {
             off = fmax(off, fabs(phi[j] - (phi0[j] - 0.1 * sc * G[j] / 2)));
             step += ((double)phi[j] - phi0[j]) * ((double)phi[j] - phi0[j]);
         }
+        for (int c = 1; c <= 2; c++)
+            for (int k = 0; k < DE; k++) {
+                float now = ((const float *)rows.row[c])[k];
+                off = fmax(off, fabs(now - (e0[c][k] - 0.1 * sc * EG[c * DE + k] / 2)));
+                step += ((double)now - e0[c][k]) * ((double)now - e0[c][k]);
+            }
+        CHECK(!memcmp(rows.row[3], moved, sizeof moved) && rows.row[0] == NULL);
+        for (int j = 0; j < 4 * DE; j++)
+            off = fmax(off, fabs(eg2[j])); /* the gradient cleared */
         CHECK_MSG(off < 1e-5 && unused[0] == 0,
                   "step %d: φ moved by −lr·mean gradient (×%g; off by %g), the sum cleared", clip,
                   sc, off);
@@ -302,5 +403,6 @@ int main(void)
     nn_dataset_destroy(&train);
     nn_dataset_destroy(&test);
     fl_config_destroy(&cfg);
+    test_rows_free(&rows);
     return CHECK_DONE();
 }

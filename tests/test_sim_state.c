@@ -1,14 +1,15 @@
 /* tests/test_sim_state.c -- the clients' private states out of core (issue 41), end to end through
  * the fedsim binary ($FEDSIM_BIN) on the tiny scenario:
- *   - every algorithm that keeps a state per client, run with --state-memory 1B (every state
- *     evicted as soon as it is written, read back from disk at its next job and evaluation) ends
+ *   - every algorithm that keeps a state per client (or a server row per client: pFedHN's
+ *     embeddings, FedPeWS's masks), run with --state-memory 1B (every state and row evicted as
+ *     soon as it is written, read back from disk at its next job and evaluation) ends
  *     byte-identical to the same run with the default budget, and the run's report says states
  *     were read back from disk (the path under test was taken) where the default run read none;
  *   - with that budget: a run stopped after a checkpoint and resumed (with either budget), and a
  *     run whose worker is SIGKILLed, end the same;
  *   - a run killed (SIGKILL, test hook) right after the store's commit for a checkpoint and before
  *     the checkpoint file is in place resumes from the checkpoint before, whose states the store
- *     goes back to, and ends the same;
+ *     goes back to, and ends the same (Ditto; pFedHN, whose rows go back too);
  *   - a damaged, foreign or stale state.mdb in a run folder is refused at resume with exit 2 and a
  *     message naming the file; a finished run leaves no state files, and a run whose clients keep
  *     no state makes none.
@@ -186,6 +187,22 @@ int main(void)
     CHECK(run("FEDSIM_TEST_WORKER_KILL=1:3", "killed", args) == 0);
     CHECK(says("killed", "err", "died and were replaced", NULL));
     CHECK_MSG(test_same_outputs(dir, "ditto-full", "killed", 1), "killed worker, 1B: same outputs");
+
+    /* pFedHN's embeddings, the server's rows in the store beside the states: stopped after a
+     * checkpoint and resumed, and killed between the store's commit and the checkpoint file
+     * (the rows go back with the states) */
+    const char *hn = "--set algorithm.name=pfedhn --set rounds=6 --checkpoint-every 2 --workers 0";
+    CHECK(run("", "hn-full", hn) == 0);
+    char hn_tiny[512];
+    snprintf(hn_tiny, sizeof hn_tiny, "%s " TINY, hn);
+    CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "hn-stop", hn_tiny) == 130);
+    CHECK(resume("hn-stop", "--workers 0") == 0);
+    CHECK_MSG(test_same_outputs(dir, "hn-full", "hn-stop", 1),
+              "pfedhn: stopped with 1B and resumed = uninterrupted");
+    CHECK(run("FEDSIM_TEST_KILL_AFTER_STATE_COMMIT=2", "hn-crash", hn_tiny) == 128 + 9);
+    CHECK(resume("hn-crash", "--workers 0 " TINY) == 0);
+    CHECK_MSG(test_same_outputs(dir, "hn-full", "hn-crash", 1),
+              "pfedhn: killed after the store's commit, resumed = uninterrupted");
 
     /* a run whose clients keep no state writes no state files, checkpoints or not */
     CHECK(run("FEDSIM_TEST_STOP_AFTER_CHECKPOINT=2", "fedavg-stop",
