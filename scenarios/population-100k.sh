@@ -3,7 +3,8 @@
 # scenarios/population-100k.yaml with 2 GiB of states kept in memory (the rest in the run's
 # state.mdb), checkpointing every round. It writes runs/population-100k-data/ once (Fashion-MNIST's
 # training set ten times over), then reports the run's wall time and its peak RSS (sampled every
-# 2 s); the run's own last lines say what its clients' states took in memory and on disk.
+# 2 s) and its largest checkpoint file; the run's own last lines say what its clients' states took
+# in memory and on disk.
 #   sh scenarios/population-100k.sh [--state-memory SIZE] [other fedsim run options]
 set -e
 cd "$(dirname "$0")/.."
@@ -40,14 +41,19 @@ start=$(date +%s)
     --set "dataset.test_images=$SRC/t10k-images-idx3-ubyte.gz" \
     --set "dataset.test_labels=$SRC/t10k-labels-idx1-ubyte.gz" "$@" \
     2> "$OUT.err" &
-# the run's own peak resident set (VmHWM) from its status file
+# the run's own peak resident set (VmHWM) from its status file, and its largest checkpoint file
+# (each stays until the next replaces it)
 pid=$!
 rss=0
+ck=0
 while kill -0 $pid 2> /dev/null; do
     r=$(awk '/VmHWM/ {print $2}' /proc/$pid/status 2> /dev/null || echo 0)
     [ -n "$r" ] && [ "$r" -gt "$rss" ] && rss=$r
+    c=$(stat -c %s "$OUT/checkpoint.msgpack" 2> /dev/null || echo 0)
+    [ "$c" -gt "$ck" ] && ck=$c
     sleep 2
 done
 wait $pid
 tail -n 4 "$OUT.err"
-echo "population-100k: $(($(date +%s) - start)) s wall; peak RSS $((rss / 1024)) MiB"
+echo "population-100k: $(($(date +%s) - start)) s wall; peak RSS $((rss / 1024)) MiB;" \
+    "largest checkpoint $((ck / 1024)) KiB"

@@ -334,6 +334,11 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
                 "fedsim: %ld worker process(es) exceeded --job-timeout and were killed and "
                 "replaced; their jobs were re-run\n",
                 t.workers_timed_out);
+    if (t.eval_reruns)
+        fprintf(stderr,
+                "fedsim: %ld evaluation task(s) were run again by the coordinator: a helper "
+                "process died\n",
+                t.eval_reruns);
     if (t.workers_busy_s > 0 && t.wall_s > 0 && !o->quiet)
         fprintf(stderr,
                 "fedsim: %.2f jobs trained at once on average (%.1f s of training on the workers "

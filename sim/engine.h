@@ -177,6 +177,7 @@ typedef struct sim_totals {
     long events;
     long workers_replaced;  /* worker processes that died and were replaced (jobs re-run) */
     long workers_timed_out; /* of those, killed for exceeding spec.job_timeout_s */
+    long eval_reruns;       /* evaluation tasks the coordinator ran again: a helper died */
     /* achieved parallelism: wall seconds workers held jobs, summed, over the run's wall seconds
      * (sim_engine_run's; 0 without workers) */
     double workers_busy_s, wall_s;

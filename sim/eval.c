@@ -221,8 +221,8 @@ static int eval_batch(sim_engine *e, eval_tasks *t, int end, double *o, sim_err 
         used += len;
     }
     if (!rc)
-        sim_fanout(e->eval_procs, end - t->first, 3 * sizeof(double), eval_task, t,
-                   o + 3 * (size_t)t->first);
+        e->tot.eval_reruns += sim_fanout(e->eval_procs, end - t->first, 3 * sizeof(double),
+                                         eval_task, t, o + 3 * (size_t)t->first);
     sim_eng_rows_unfetch(e);
     return rc;
 }

@@ -73,7 +73,13 @@ struct sim_store {
     int committed, undoable; /* undoable: the last commit has an undo table, to undo_tag */
     uint64_t tag, undo_tag;
     unsigned char *scratch; /* a state too large to cache, as get returned it */
+    pid_t pid;              /* the process that opened it, the only one that may use it */
 };
+
+/* LMDB's environment and the cache belong to the process that opened them: a forked child
+ * (evaluation's helpers) reading through an inherited environment may see a torn map, and its
+ * cache changes are lost, so any use there is a bug in the caller. */
+#define OWNED(s) assert((s)->pid == getpid() && "a forked process used the state store")
 
 /* What an entry costs against the budget: its state and its bookkeeping, table slots included. */
 static size_t entry_cost(const entry *e)
@@ -494,6 +500,7 @@ int sim_store_open(sim_store **out, const char *dir, const char *identity,
 {
     *out = NULL;
     sim_store *s = sim_xcalloc(1, sizeof *s);
+    s->pid = getpid();
     s->budget = opts->budget;
     s->map_size = opts->map_size ? opts->map_size : MAP_DEFAULT;
     s->map_max = opts->map_max;
@@ -621,6 +628,7 @@ static int lmdb_read(lenv *e, uint32_t id, unsigned char **buf, size_t *len, sim
 
 int sim_store_get(sim_store *s, uint32_t id, const void **data, size_t *len, sim_err *err)
 {
+    OWNED(s);
     entry *e = find(s, id);
     if (e) {
         touch(s, e);
@@ -688,11 +696,13 @@ static int change(sim_store *s, uint32_t id, const void *data, size_t len, sim_e
 int sim_store_put(sim_store *s, uint32_t id, const void *data, size_t len, sim_err *err)
 {
     static const unsigned char none[1];
+    OWNED(s);
     return change(s, id, data ? data : none, len, err);
 }
 
 int sim_store_drop(sim_store *s, uint32_t id, sim_err *err)
 {
+    OWNED(s);
     return change(s, id, NULL, 0, err);
 }
 
@@ -800,6 +810,7 @@ static int commit_write(sim_store *s, MDB_txn *txn, void *ctx, const lenv **wher
 
 int sim_store_commit(sim_store *s, uint64_t tag, sim_err *err)
 {
+    OWNED(s);
     if (!s->memory) {
         int rc = db_make(s, err);
         if (!rc) rc = write_txn(s, &s->db, commit_write, &tag, "cannot commit", err);

@@ -113,6 +113,18 @@ static long reads_back(const char *name)
     return n;
 }
 
+/* 1 when name's stderr holds text */
+static int err_has(const char *name, const char *text)
+{
+    char p[200];
+    size_t len;
+    snprintf(p, sizeof p, "%s/%s.err", dir, name);
+    char *msg = test_slurp(p, &len);
+    int has = msg && strstr(msg, text);
+    free(msg);
+    return has;
+}
+
 /* line run in the test's folder: 0 when it succeeded */
 static int sh(const char *line)
 {
@@ -150,6 +162,16 @@ int main(void)
               "--set rounds=3 " TINY) == 0);
     CHECK_MSG(test_same_outputs(dir, "pfedgate-mem", "pfedgate-b1", 1),
               "evaluation a client at a time, in two processes = in one batch");
+    /* ... and pFedHN's embeddings (the server's rows), read for each batch before it forks */
+    CHECK(run("FEDSIM_TEST_EVAL_BATCH=1", "pfedhn-b1",
+              "--set algorithm.name=pfedhn --workers 2 --set rounds=3 " TINY) == 0);
+    CHECK_MSG(test_same_outputs(dir, "pfedhn-mem", "pfedhn-b1", 1),
+              "pfedhn: evaluation a client at a time, in two processes = in one batch");
+    /* no helper died (a helper that touched the store would, and its tasks run again here) */
+    CHECK(says("pfedgate-b1", "err", "read back from disk", NULL) &&
+          !err_has("pfedgate-b1", "run again by the coordinator"));
+    CHECK(says("pfedhn-b1", "err", "read back from disk", NULL) &&
+          !err_has("pfedhn-b1", "run again by the coordinator"));
 
     /* a sweep's points take the budget too */
     char cmd0[1024];
