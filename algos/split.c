@@ -50,7 +50,7 @@
  * generated shared part, its SGD step and gradient-norm clip, and the model evaluated. */
 #define PFEDHN_MAX_LAYERS 8
 typedef struct pfedhn_config {
-    int embed;        /* d_e (the scenario's default: 1 + clients/4) */
+    int embed;        /* d_e (the scenario's default: 1 + clients/4, at most 4096) */
     int hidden;       /* d_h */
     int layers;       /* hidden layers after the first, at most PFEDHN_MAX_LAYERS */
     double lr;        /* the hyper-network's SGD step */
@@ -61,15 +61,17 @@ typedef struct pfedhn_config {
 
 static const char *const PFEDHN_EVAL[] = {"generated", "trained", NULL};
 
+/* FLGo's 1 + clients/4, at most the key's bound (where it refused populations over 16,380) */
 static void embed_default(const sim_key_ctx *ctx, char *buf, size_t n)
 {
-    snprintf(buf, n, "%d", 1 + ctx->clients / 4);
+    int e = 1 + ctx->clients / 4;
+    snprintf(buf, n, "%d", e < 4096 ? e : 4096);
 }
 
 #define K(field) .offset = offsetof(pfedhn_config, field)
 static const sim_key PFEDHN_KEYS[] = {
-        {"embed", SIM_KEY_INT, K(embed), .dflt = "1 + clients/4", .dflt_fn = embed_default, .lo = 1,
-         .hi = 4096, .doc = "the embedding width"},
+        {"embed", SIM_KEY_INT, K(embed), .dflt = "1 + clients/4, at most 4096",
+         .dflt_fn = embed_default, .lo = 1, .hi = 4096, .doc = "the embedding width"},
         {"hidden", SIM_KEY_INT, K(hidden), .dflt = "100", .lo = 1, .hi = 4096,
          .doc = "the encoder's width"},
         {"layers", SIM_KEY_INT, K(layers), .dflt = "1", .lo = 0, .hi = PFEDHN_MAX_LAYERS,
