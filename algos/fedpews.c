@@ -14,16 +14,19 @@
  * FedPeWS-Fixed gives client k the k-th of N contiguous groups of every hidden layer instead.
  *
  * The server averages each parameter over the clients whose subnetwork holds it (uncovered ones
- * stay), takes a server step η_g, and keeps θ_i of every client to send each one the mean of the
- * others' (θ_{g∖i}, the diversity target). Messages are sub-model messages (submodel.h): the
- * warmup upload is the neuron bitmap plus the live values, so warmup rounds really send less.
- * Mask statistics of every warmup round go to masks.tsv.
+ * stay), takes a server step η_g, and sends each client the mean of the others' θ (θ_{g∖i}, the
+ * diversity target). Each client's θ_i is its row in the engine's store (fl_rows: out of core for
+ * large populations); the server keeps only the exact sum of all rows, so a download costs O(h)
+ * for h hidden units whatever the number of clients. Messages are sub-model messages
+ * (submodel.h): the warmup upload is the neuron bitmap plus the live values, so warmup rounds
+ * really send less. Mask statistics of every warmup round go to masks.tsv.
  */
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/pack.h"
 #include "nn/train.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +207,72 @@ static int unpack_msg(nn_model *m, float *v, float *theta, int *has_theta, const
 /* ---------------------------------------------------------------------------------------- */
 /* server */
 
+/* Σ_k θ_k of a unit, exactly: a float in [0, 1] is an integer multiple of 2^-149 below 2^150, so
+ * the sum over fewer than 2^31 clients is an integer (in units of 2^-149) below 2^181, kept in
+ * three 64-bit limbs, least significant first. The server moves it by each new row less the old
+ * one; in floating point that sum would depend on the order rows changed in (1 + 2^-60 − 1 is 0
+ * in double), here it is the same as summed afresh. */
+enum { LIMBS = 3, FIX_SHIFT = 149 };
+
+/* f (in [0, 1], not NaN) as an integer multiple of 2^-149. */
+static void fix_of(float f, uint64_t q[LIMBS])
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    uint32_t e = b >> 23 & 0xff, m = b & 0x7fffff; /* the sign of -0 ignored */
+    assert(e < 128 && "a row entry above 1");
+    q[0] = q[1] = q[2] = 0;
+    if (!e) { /* zero or subnormal: m units */
+        q[0] = m;
+        return;
+    }
+    uint64_t v = m | 1u << 23; /* f = v · 2^(e − 150) = v · 2^(e − 1) units */
+    int sh = (int)e - 1, w = sh / 64, r = sh % 64; /* sh <= 126: w <= 1 */
+    q[w] = v << r;
+    if (r) q[w + 1] = v >> (64 - r);
+}
+
+static void fix_add(uint64_t *a, const uint64_t *b)
+{
+    uint64_t carry = 0;
+    for (int i = 0; i < LIMBS; i++) {
+        uint64_t t = a[i] + b[i], c = t < b[i];
+        a[i] = t + carry;
+        carry = c | (a[i] < t);
+    }
+}
+
+static void fix_sub(uint64_t *a, const uint64_t *b)
+{
+    uint64_t borrow = 0;
+    for (int i = 0; i < LIMBS; i++) {
+        uint64_t t = a[i] - b[i], c = a[i] < b[i];
+        a[i] = t - borrow;
+        borrow = c | (t < borrow);
+    }
+}
+
+/* q · 2^-149 rounded to the nearest double, ties to even. */
+static double fix_to_double(const uint64_t q[LIMBS])
+{
+    int top = LIMBS - 1;
+    while (top > 0 && !q[top])
+        top--;
+    int p = 64 * top; /* the highest bit set */
+    for (uint64_t x = q[top] >> 1; x; x >>= 1)
+        p++;
+    if (p < 53) return ldexp((double)q[0], -FIX_SHIFT); /* exact */
+    int s = p - 52, w = s / 64, r = s % 64;             /* s bits below the 53 kept */
+    uint64_t m = q[w] >> r;
+    if (r && w + 1 < LIMBS) m |= q[w + 1] << (64 - r);
+    w = (s - 1) / 64, r = (s - 1) % 64; /* the first bit dropped, and the ones below it */
+    int half = q[w] >> r & 1, below = (q[w] & ((UINT64_C(1) << r) - 1)) != 0;
+    for (int i = 0; i < w; i++)
+        below |= q[i] != 0;
+    m += half && (below || (m & 1)); /* m <= 2^53: exact in a double */
+    return ldexp((double)m, s - FIX_SHIFT);
+}
+
 typedef struct pews_server {
     const fl_env *env; /* borrowed */
     int n, h;          /* clients, hidden units */
@@ -211,12 +280,19 @@ typedef struct pews_server {
     float *global;     /* n_floats */
     fl_sub_acc acc;
     float *scratch; /* n_floats: an unpacked message */
-    float *theta;   /* n × h: every client's last mask probabilities (Θ) */
+    /* Θ: client i's θ_i (its last mask probabilities, h floats) is its row in env->rows; a
+     * client without one has the initial row, σ(score_init) everywhere */
+    float init;
+    uint64_t *sum;  /* h × LIMBS: Σ_k θ_k over every client, exactly (fix_of), NaNs left out */
+    uint32_t *nans; /* h: the clients whose θ_k is NaN there (diverged scores) */
+    float *row;     /* h: a client's row, as read or about to be put */
     float *loo;     /* h: θ_{g∖i} for the message being built */
-    uint8_t *masks; /* n × h: the units each client uploaded this round */
-    uint8_t *got;   /* n: who uploaded this round */
-    nn_model m;     /* its live map tells which parameters a message holds */
-    char *log;      /* masks.tsv rows so far */
+    uint8_t *units; /* h: the units of the message being absorbed */
+    int32_t *up_id; /* this round's warmup uploaders, in absorb order (masks.tsv) */
+    uint8_t *up_units; /* n_up × h: the units each of them uploaded */
+    int n_up, cap_up;
+    nn_model m; /* its live map tells which parameters a message holds */
+    char *log;  /* masks.tsv rows so far */
     size_t log_len;
 } pews_server;
 
@@ -231,12 +307,20 @@ static void *pews_new(const fl_env *env, sim_err *err)
     s->global = sim_xcalloc(nf, sizeof(float));
     s->scratch = sim_xcalloc(nf, sizeof(float));
     fl_sub_acc_init(&s->acc, nf);
-    s->theta = sim_xmalloc(sizeof(float) * (size_t)s->n * (size_t)s->h + 1);
-    for (size_t j = 0; j < (size_t)s->n * (size_t)s->h; j++)
-        s->theta[j] = (float)sigmoid(conf(env->cfg)->score_init);
+    s->init = (float)sigmoid(conf(env->cfg)->score_init);
+    uint64_t one[LIMBS], all[LIMBS] = {0};
+    fix_of(s->init, one);
+    for (int b = 30; b >= 0; b--) { /* all = n · one: every client's initial row */
+        fix_add(all, all);
+        if (s->n >> b & 1) fix_add(all, one);
+    }
+    s->sum = sim_xmalloc(sizeof(uint64_t) * LIMBS * ((size_t)s->h + 1));
+    for (int j = 0; j < s->h; j++)
+        memcpy(s->sum + (size_t)j * LIMBS, all, sizeof all);
+    s->nans = sim_xcalloc((size_t)s->h + 1, sizeof(uint32_t));
+    s->row = sim_xcalloc((size_t)s->h + 1, sizeof(float));
     s->loo = sim_xcalloc((size_t)s->h + 1, sizeof(float));
-    s->masks = sim_xcalloc((size_t)s->n * (size_t)s->h + 1, 1);
-    s->got = sim_xcalloc((size_t)s->n + 1, 1);
+    s->units = sim_xcalloc((size_t)s->h + 1, 1);
     s->log = sim_xstrdup("");
     nn_model_init(&s->m, env->arch, 1);
     fl_init_params(&s->m, env);
@@ -252,22 +336,70 @@ static void pews_free(void *p)
     fl_sub_acc_free(&s->acc);
     free(s->global);
     free(s->scratch);
-    free(s->theta);
+    free(s->sum);
+    free(s->nans);
+    free(s->row);
     free(s->loo);
-    free(s->masks);
-    free(s->got);
+    free(s->units);
+    free(s->up_id);
+    free(s->up_units);
     free(s->log);
     free(s);
 }
 
-/* θ_{g∖i}: the mean of the other clients' mask probabilities. */
+/* Client's θ_i into s->row. */
+static void read_row(pews_server *s, int32_t client)
+{
+    if (fl_row_get(s->env, client, s->row, sizeof(float) * (size_t)s->h)) return;
+    for (int j = 0; j < s->h; j++)
+        s->row[j] = s->init;
+}
+
+/* Client's new θ_i: theta (h floats), or with theta NULL its units as 0 and 1; the sums move
+ * from its old row to it. */
+static void put_row(pews_server *s, int32_t client, const float *theta)
+{
+    read_row(s, client);
+    uint64_t q[LIMBS];
+    for (int j = 0; j < s->h; j++) {
+        float old = s->row[j], t = theta ? theta[j] : s->units[j];
+        uint64_t *col = s->sum + (size_t)j * LIMBS;
+        if (isnan(old)) {
+            s->nans[j]--;
+        } else {
+            fix_of(old, q);
+            fix_sub(col, q);
+        }
+        if (isnan(t)) {
+            s->nans[j]++;
+        } else {
+            fix_of(t, q);
+            fix_add(col, q);
+        }
+        s->row[j] = t;
+    }
+    fl_row_put(s->env, client, s->row, sizeof(float) * (size_t)s->h);
+}
+
+/* θ_{g∖i} = (Σ_k θ_k − θ_i)/(n − 1), in O(h): the exact sum less the client's own row, rounded
+ * to a double once, which is what summing the others' rows in double gave whenever that sum was
+ * exact; NaN where another client's θ_k is. */
 static void leave_one_out(pews_server *s, int32_t client)
 {
+    read_row(s, client);
+    uint64_t d[LIMBS], own[LIMBS];
     for (int j = 0; j < s->h; j++) {
-        double t = 0;
-        for (int k = 0; k < s->n; k++)
-            if (k != client) t += s->theta[(size_t)k * s->h + j];
-        s->loo[j] = (float)(t / (s->n - 1));
+        int own_nan = isnan(s->row[j]) != 0;
+        if (s->nans[j] > (uint32_t)own_nan) {
+            s->loo[j] = NAN;
+            continue;
+        }
+        memcpy(d, s->sum + (size_t)j * LIMBS, sizeof d);
+        if (!own_nan) {
+            fix_of(s->row[j], own);
+            fix_sub(d, own);
+        }
+        s->loo[j] = (float)(fix_to_double(d) / (s->n - 1));
     }
 }
 
@@ -289,49 +421,88 @@ static size_t pews_down(void *p, int32_t client, int32_t round, msgpack_sbuffer 
     return out->size - before;
 }
 
+/* An uploaded θ_i holds probabilities: in [0, 1], or NaN where the client's scores diverged. */
+static int check_theta(const float *t, int h, sim_err *err)
+{
+    for (int j = 0; j < h; j++)
+        if (!(t[j] >= 0 && t[j] <= 1) && !isnan(t[j]))
+            return sim_fail(err, SIM_EFORMAT, "up message", 0, 0,
+                            "theta[%d] = %g is not a probability", j, (double)t[j]);
+    return SIM_OK;
+}
+
+/* A warmup upload's units (s->units), for this round's masks.tsv row. */
+static void note_upload(pews_server *s, int32_t client)
+{
+    if (s->n_up == s->cap_up) {
+        s->cap_up = s->cap_up ? 2 * s->cap_up : 16;
+        s->up_id = sim_xrealloc(s->up_id, sizeof(int32_t) * (size_t)s->cap_up);
+        s->up_units = sim_xrealloc(s->up_units, (size_t)s->cap_up * (size_t)s->h + 1);
+    }
+    s->up_id[s->n_up] = client;
+    memcpy(s->up_units + (size_t)s->n_up * s->h, s->units, (size_t)s->h);
+    s->n_up++;
+}
+
 static int pews_absorb(void *p, int32_t client, const void *up, size_t len, double weight,
                        double mass, sim_err *err)
 {
     pews_server *s = p;
+    int binary = conf(s->env->cfg)->theta_binary;
     float *theta = sim_xmalloc(sizeof(float) * ((size_t)s->h + 1));
     int has_theta;
     int rc = unpack_msg(&s->m, s->scratch, theta, &has_theta, up, len, "up message", err);
+    if (!rc && has_theta && !binary) rc = check_theta(theta, s->h, err);
     if (!rc) {
         fl_sub_acc_add(&s->acc, &s->m, s->scratch, weight, mass);
-        uint8_t *mk = s->masks + (size_t)client * s->h;
-        get_units(&s->m, mk);
-        s->got[client] = 1;
-        float *t = s->theta + (size_t)client * s->h;
-        if (has_theta && !conf(s->env->cfg)->theta_binary)
-            memcpy(t, theta, sizeof(float) * (size_t)s->h);
-        else if (has_theta)
-            for (int j = 0; j < s->h; j++)
-                t[j] = mk[j];
+        get_units(&s->m, s->units);
+        if (phase(s->env->cfg, s->round) != FULL) note_upload(s, client);
+        if (has_theta) put_row(s, client, binary ? NULL : theta);
     }
     free(theta);
     return rc;
 }
 
+/* An upload of the round: its client and its index in up_id. */
+typedef struct upload_ref {
+    int32_t client;
+    int at;
+} upload_ref;
+
+static int cmp_upload(const void *pa, const void *pb)
+{
+    const upload_ref *a = pa, *b = pb;
+    if (a->client != b->client) return a->client < b->client ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
 /* One masks.tsv row for a warmup round: density of each client's subnetwork, the units and
- * parameters some client covered, and the mean pairwise Jaccard overlap of the masks. */
+ * parameters some client covered, and the mean pairwise Jaccard overlap of the masks; the
+ * clients in id order, a client that uploaded twice with its last units. */
 static void log_round(pews_server *s)
 {
+    upload_ref *u = sim_xmalloc(sizeof *u * ((size_t)s->n_up + 1));
+    for (int i = 0; i < s->n_up; i++)
+        u[i] = (upload_ref){s->up_id[i], i};
+    qsort(u, (size_t)s->n_up, sizeof *u, cmp_upload);
     int k = 0, cover = 0, pairs = 0;
+    for (int i = 0; i < s->n_up; i++) {
+        if (k && u[k - 1].client == u[i].client) k--;
+        u[k++] = u[i];
+    }
     double dsum = 0, dmin = 1, dmax = 0, jac = 0;
     char dens[4096] = "";
-    for (int c = 0; c < s->n; c++) {
-        if (!s->got[c]) continue;
-        const uint8_t *a = s->masks + (size_t)c * s->h;
+    for (int i = 0; i < k; i++) {
+        const uint8_t *a = s->up_units + (size_t)u[i].at * s->h;
         int on = 0;
         for (int j = 0; j < s->h; j++)
             on += a[j];
         double d = s->h ? (double)on / s->h : 1;
-        dsum += d, dmin = fmin(dmin, d), dmax = fmax(dmax, d), k++;
+        dsum += d, dmin = fmin(dmin, d), dmax = fmax(dmax, d);
         size_t l = strlen(dens);
-        snprintf(dens + l, sizeof dens - l, "%s%d:%.4f", l ? "," : "", c, d);
-        for (int c2 = 0; c2 < c; c2++) {
-            if (!s->got[c2]) continue;
-            const uint8_t *b = s->masks + (size_t)c2 * s->h;
+        snprintf(dens + l, sizeof dens - l, "%s%d:%.4f", l ? "," : "", u[i].client, d);
+        for (int i2 = 0; i2 < i; i2++) {
+            const uint8_t *b = s->up_units + (size_t)u[i2].at * s->h;
             int both = 0, any = 0;
             for (int j = 0; j < s->h; j++)
                 both += a[j] && b[j], any += a[j] || b[j];
@@ -341,10 +512,11 @@ static void log_round(pews_server *s)
     }
     for (int j = 0; j < s->h; j++) {
         int any = 0;
-        for (int c = 0; c < s->n && !any; c++)
-            any = s->got[c] && s->masks[(size_t)c * s->h + j];
+        for (int i = 0; i < k && !any; i++)
+            any = s->up_units[(size_t)u[i].at * s->h + j];
         cover += any;
     }
+    free(u);
     const nn_layout *L = &s->env->arch->layout;
     size_t held = 0;
     for (int t = 0; t < L->n; t++)
@@ -365,7 +537,7 @@ static void pews_aggregate(void *p)
     pews_server *s = p;
     if (phase(s->env->cfg, s->round) != FULL) log_round(s);
     fl_sub_acc_apply(&s->acc, s->global, s->env->cfg->server_lr);
-    memset(s->got, 0, (size_t)s->n);
+    s->n_up = 0;
     s->round++;
 }
 
@@ -388,18 +560,24 @@ static void pews_report(void *p, FILE *f)
     fputs(s->log, f);
 }
 
-/* [round, global, [acc, mass], Θ, masks.tsv so far]; arrays as raw native-order bytes. */
+/* [round, clients, global, [acc, mass], Σθ (h × LIMBS), NaN counts (h), masks.tsv so far];
+ * arrays as raw native-order bytes. The rows are the engine's, committed with the checkpoint;
+ * this round's uploads are not kept, since a round's absorbs and its aggregation are one
+ * event. */
 static void pews_save(void *p, msgpack_packer *pk)
 {
     pews_server *s = p;
-    size_t nf = s->env->arch->layout.n_floats, nt = (size_t)s->n * (size_t)s->h;
-    msgpack_pack_array(pk, 5);
+    size_t nf = s->env->arch->layout.n_floats, h = (size_t)s->h;
+    msgpack_pack_array(pk, 7);
     msgpack_pack_int32(pk, s->round);
+    msgpack_pack_int32(pk, s->n);
     msgpack_pack_bin(pk, nf * sizeof(float));
     msgpack_pack_bin_body(pk, s->global, nf * sizeof(float));
     fl_sub_acc_save(&s->acc, pk);
-    msgpack_pack_bin(pk, nt * sizeof(float));
-    msgpack_pack_bin_body(pk, s->theta, nt * sizeof(float));
+    msgpack_pack_bin(pk, h * LIMBS * sizeof(uint64_t));
+    msgpack_pack_bin_body(pk, s->sum, h * LIMBS * sizeof(uint64_t));
+    msgpack_pack_bin(pk, h * sizeof(uint32_t));
+    msgpack_pack_bin_body(pk, s->nans, h * sizeof(uint32_t));
     msgpack_pack_str(pk, s->log_len);
     msgpack_pack_str_body(pk, s->log, s->log_len);
 }
@@ -407,25 +585,29 @@ static void pews_save(void *p, msgpack_packer *pk)
 static int pews_load(void *p, const msgpack_object *o, sim_err *err)
 {
     pews_server *s = p;
-    size_t nf = s->env->arch->layout.n_floats, nt = (size_t)s->n * (size_t)s->h;
+    size_t nf = s->env->arch->layout.n_floats, h = (size_t)s->h;
     const msgpack_object *a =
-            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 5 ? o->via.array.ptr : NULL;
+            o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 7 ? o->via.array.ptr : NULL;
     if (!a || a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 > INT32_MAX ||
-        a[1].type != MSGPACK_OBJECT_BIN || a[1].via.bin.size != nf * sizeof(float) ||
-        fl_sub_acc_load(&s->acc, &a[2]) || a[3].type != MSGPACK_OBJECT_BIN ||
-        a[3].via.bin.size != nt * sizeof(float) || a[4].type != MSGPACK_OBJECT_STR)
+        a[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[1].via.u64 != (uint64_t)s->n ||
+        a[2].type != MSGPACK_OBJECT_BIN || a[2].via.bin.size != nf * sizeof(float) ||
+        fl_sub_acc_load(&s->acc, &a[3]) || a[4].type != MSGPACK_OBJECT_BIN ||
+        a[4].via.bin.size != h * LIMBS * sizeof(uint64_t) || a[5].type != MSGPACK_OBJECT_BIN ||
+        a[5].via.bin.size != h * sizeof(uint32_t) || a[6].type != MSGPACK_OBJECT_STR)
         return sim_fail(err, SIM_EFORMAT, NULL, 0, 0,
                         "server state does not fit fedpews with %d clients and a %zu-parameter "
                         "model",
                         s->n, nf);
     s->round = (int32_t)a[0].via.u64;
-    memcpy(s->global, a[1].via.bin.ptr, nf * sizeof(float));
-    memcpy(s->theta, a[3].via.bin.ptr, nt * sizeof(float));
+    memcpy(s->global, a[2].via.bin.ptr, nf * sizeof(float));
+    memcpy(s->sum, a[4].via.bin.ptr, h * LIMBS * sizeof(uint64_t));
+    memcpy(s->nans, a[5].via.bin.ptr, h * sizeof(uint32_t));
     free(s->log);
-    s->log_len = a[4].via.str.size;
+    s->log_len = a[6].via.str.size;
     s->log = sim_xmalloc(s->log_len + 1);
-    memcpy(s->log, a[4].via.str.ptr, s->log_len);
+    memcpy(s->log, a[6].via.str.ptr, s->log_len);
     s->log[s->log_len] = 0;
+    s->n_up = 0;
     return SIM_OK;
 }
 
@@ -627,7 +809,7 @@ const fl_algo fl_fedpews = {
         .summary = "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
         .doc = "a warmup in which clients learn and send personal subnetworks, then FedAvg or "
                "FedProx",
-        .flags = FL_HAS_GLOBAL,
+        .flags = FL_HAS_GLOBAL | FL_CLIENT_ROWS,
         .section = &fl_pews_section,
         .streams = STREAMS,
         .server_new = pews_new,

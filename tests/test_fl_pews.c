@@ -3,7 +3,10 @@
  * a multiple of N; a parameter no client's subnetwork holds stays unchanged while held ones move;
  * a warmup upload's bytes are its encoded length and fewer than a full model's; the mask-score
  * step follows ∂f/∂m̃ (checked by finite differences on the gates) and the diversity reward;
- * masks.tsv is written. */
+ * masks.tsv is written, its uploaders in client-id order. The server keeps each client's θ_i as
+ * its row (fl_rows, tests/rows.h): the mean of the others' it sends is the exact one rounded once,
+ * whatever the rows' history; a saved and loaded server sends and saves the same, and its saved
+ * state does not grow with the clients. */
 #include "algos/algo.h"
 #include "algos/submodel.h"
 #include "nn/pack.h"
@@ -11,8 +14,11 @@
 #include "tests/algos.h"
 #include "tests/check.h"
 #include "tests/fljob.h"
+#include "tests/rows.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,6 +253,373 @@ static void test_score_step(fl_config *cfg, fl_env *env)
     fl_fedpews.server_free(s);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* the server's per-client rows (θ_i) and the mean of the others' */
+
+static test_rows rows; /* the server's rows (tests/rows.h); a test with a new server clears them */
+
+static void fresh_rows(fl_env *env)
+{
+    test_rows_free(&rows);
+    env->rows = test_rows_api(&rows);
+}
+
+/* Absorb client c's warmup upload with θ_i = theta (h floats), its subnetwork keep (NULL: every
+ * unit) and a zero change. */
+static int absorb_theta(void *s, int c, const float *theta, const uint8_t *keep, sim_err *err)
+{
+    int h = fl_sub_units(&arch);
+    nn_model m;
+    nn_model_init(&m, &arch, 1);
+    if (keep) {
+        const uint8_t *r[NN_MAX_LAYERS] = {0};
+        for (int i = 0, u = 0; i < arch.n; i++)
+            if (arch.l[i].narrow) r[i] = keep + u, u += arch.l[i].oc;
+        nn_model_set_row_masks(&m, r);
+    }
+    float *zero = calloc(arch.layout.n_floats, sizeof(float));
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    fl_sub_pack(&pk, &m, zero);
+    nn_pack_str(&pk, "theta");
+    nn_pack_f32(&pk, theta, (size_t)h);
+    int rc = fl_fedpews.server_absorb(s, c, sb.data, sb.size, 1, 1, err);
+    msgpack_sbuffer_destroy(&sb);
+    free(zero);
+    nn_model_destroy(&m);
+    return rc;
+}
+
+/* The θ_{g∖c} client c's warmup download carries, into out (h floats). */
+static void loo_of(void *s, int c, float *out)
+{
+    int h = fl_sub_units(&arch);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    fl_fedpews.job_down(s, c, 0, &sb);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    sim_err err = {0};
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *t = nn_map_get(&u.data, "theta");
+    CHECK(t && nn_unpack_f32(out, (size_t)h, t, "theta", &err) == SIM_OK);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* An exact sum of floats in [0, 1], independent of fedpews.c's: binary digits in units of
+ * 2^-172 (frexpf writes a float as M·2^(e − 24), M < 2^24 an integer, e >= -148). */
+enum { EXACT_BITS = 256 };
+typedef struct exact {
+    uint8_t bit[EXACT_BITS];
+} exact;
+
+static void exact_add(exact *x, float f)
+{
+    int e;
+    uint32_t mant = (uint32_t)ldexpf(frexpf(f, &e), 24);
+    for (int b = 0; b < 24; b++)
+        for (int i = e - 24 + 172 + b, carry = mant >> b & 1; carry && i < EXACT_BITS; i++) {
+            carry = x->bit[i];
+            x->bit[i] ^= 1;
+        }
+}
+
+/* The sum rounded to the nearest double by the hardware: its top 64 bits with every bit below
+ * them folded into the last (sticky) are exact in a long double of 64 bits, whose rounding to
+ * double is then the sum's. */
+static double exact_double(const exact *x)
+{
+    int top = EXACT_BITS - 1;
+    while (top >= 0 && !x->bit[top])
+        top--;
+    if (top < 0) return 0;
+    int lo = top >= 63 ? top - 63 : 0;
+    uint64_t w = 0;
+    for (int i = top; i >= lo; i--)
+        w = w << 1 | x->bit[i];
+    for (int i = 0; i < lo; i++)
+        w |= x->bit[i];
+    return (double)ldexpl((long double)w, lo - 172);
+}
+
+/* What client c must get: (Σ_{k≠c} θ_k)/(n − 1), the sum exact and rounded to double once (the
+ * old sum over the others in double whenever that was exact), NaN where some other θ_k is. */
+static void loo_want(const float *model, int n, int h, int c, float *want)
+{
+    for (int j = 0; j < h; j++) {
+        exact x = {{0}};
+        int nan = 0;
+        for (int k = 0; k < n; k++)
+            if (k != c && isnan(model[(size_t)k * h + j]))
+                nan = 1;
+            else if (k != c)
+                exact_add(&x, model[(size_t)k * h + j]);
+        want[j] = nan ? NAN : (float)(exact_double(&x) / (n - 1));
+    }
+}
+
+/* Every client's download against loo_want; the mismatches. */
+static int loo_bad(void *s, const float *model, int n, int h)
+{
+    float *got = malloc(sizeof(float) * (size_t)h), *want = malloc(sizeof(float) * (size_t)h);
+    int bad = 0;
+    for (int c = 0; c < n; c++) {
+        loo_of(s, c, got);
+        loo_want(model, n, h, c, want);
+        for (int j = 0; j < h; j++)
+            if (isnan(got[j]) != isnan(want[j]) ||
+                (!isnan(want[j]) && memcmp(&got[j], &want[j], sizeof(float)))) {
+                if (bad++ < 3)
+                    printf("  client %d unit %d: θ_g∖i %a, want %a\n", c, j, got[j], want[j]);
+            }
+    }
+    free(got), free(want);
+    return bad;
+}
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005u + 1442695040888963407u;
+    return *x >> 33;
+}
+
+/* Values 1 to 2^-149 apart in one sum (a double holds 53 bits of it), ones that leave again (a
+ * running sum in floating point keeps what they rounded away), NaN; all against the exact mean,
+ * bit for bit, after every upload; the rows are what was uploaded; θ outside [0, 1] is refused
+ * and changes nothing; with theta: binary the rows are the units uploaded. */
+static void test_loo(fl_config *cfg, fl_env *env)
+{
+    enum { N = 5 };
+    sim_err err = {0};
+    int h = fl_sub_units(&arch);
+    CHECK(LDBL_MANT_DIG >= 64); /* exact_double's long double */
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
+    nn_partition pn = part;
+    pn.n_clients = N;
+    fl_env e = *env;
+    e.part = &pn;
+    fresh_rows(&e);
+    void *s = fl_fedpews.server_new(&e, &err);
+    float *model = malloc(sizeof(float) * N * (size_t)h), *theta = malloc(sizeof(float) * h);
+    for (int j = 0; j < N * h; j++)
+        model[j] = 0.5f; /* σ(score_init = 0): a client without a row */
+    const float vals[] = {1,         0,         0.5f,  0x1p-30f,       0x1p-60f,   0x1p-90f,
+                          0x1p-120f, 0x1p-149f, 0.75f, 0x1.fffffep-1f, 0x1.8p-26f, 1.0f / 3};
+    int nv = (int)(sizeof vals / sizeof *vals), bad = loo_bad(s, model, N, h), wide = 0;
+    uint64_t x = 7;
+    for (int step = 0; step < 30; step++) {
+        int c = step == 0 || step == 20 ? 0 : (int)(lcg(&x) % N);
+        for (int j = 0; j < h; j++) /* client 0 first all 1, at step 20 all 0 */
+            theta[j] = step == 0 ? 1 : step == 20 ? 0 : vals[lcg(&x) % (uint64_t)nv];
+        CHECK(absorb_theta(s, c, theta, NULL, &err) == SIM_OK);
+        memcpy(model + (size_t)c * h, theta, sizeof(float) * h);
+        if (step % 4 == 3) fl_fedpews.server_aggregate(s);
+        bad += loo_bad(s, model, N, h);
+    }
+    /* the sums were wide: some held 1 and 2^-60 at once */
+    for (int j = 0; j < h; j++) {
+        int big = 0, tiny = 0;
+        for (int c = 1; c < N; c++)
+            big |= model[c * h + j] == 1, tiny |= model[c * h + j] == 0x1p-60f;
+        wide += big && tiny;
+    }
+    /* two sums of client 4's others that only a correct rounding to double gets right:
+     * unit 0: 1 + 3·2^-24 − 2^-92, 2^-92 below a double that is a tie between two floats:
+     * rounded to that double, the mean is the even float (cut to 53 bits, the odd one below);
+     * unit 1: 1 + 2^-24 + 2^-53, a tie between two doubles: the even one, 1 + 2^-24, is a tie
+     * between the floats 1 and 1 + 2^-23 and gives 1 (the odd one, above, 1 + 2^-23) */
+    const float tie[2][4] = {{0x1.fffffep-1f, 0x1.fffffep-23f, 0x1.fffffcp-47f, 0x1.fffffcp-70f},
+                             {0x1.fffffep-1f, 0x1p-23f, 0x1p-53f, 0}};
+    for (int c = 0; c < 4; c++) {
+        memcpy(theta, model + (size_t)c * h, sizeof(float) * h);
+        theta[0] = tie[0][c], theta[1] = tie[1][c];
+        CHECK(absorb_theta(s, c, theta, NULL, &err) == SIM_OK);
+        model[c * h] = tie[0][c], model[c * h + 1] = tie[1][c];
+    }
+    fl_fedpews.server_aggregate(s);
+    float *got = malloc(sizeof(float) * h);
+    loo_of(s, 4, got);
+    CHECK_MSG(got[0] == (1 + 0x1p-22f) / 4 && got[1] == 0.25f, "the ties: %a %a", got[0], got[1]);
+    bad += loo_bad(s, model, N, h);
+    /* NaN from client 2 at unit 7: the others get NaN there, client 2 the mean of the others */
+    memcpy(theta, model + 2 * h, sizeof(float) * h);
+    theta[7] = NAN;
+    CHECK(absorb_theta(s, 2, theta, NULL, &err) == SIM_OK);
+    model[2 * h + 7] = NAN;
+    loo_of(s, 0, got);
+    CHECK(isnan(got[7]) && !isnan(got[6]));
+    bad += loo_bad(s, model, N, h);
+    theta[7] = 0.25f;
+    CHECK(absorb_theta(s, 2, theta, NULL, &err) == SIM_OK);
+    model[2 * h + 7] = 0.25f;
+    bad += loo_bad(s, model, N, h);
+    CHECK_MSG(bad == 0 && wide > 10, "θ_g∖i off the exact mean: %d (wide sums: %d)", bad, wide);
+    for (int c = 0; c < N; c++)
+        CHECK(rows.row[c] && rows.len[c] == sizeof(float) * (size_t)h &&
+              !memcmp(rows.row[c], model + (size_t)c * h, sizeof(float) * h));
+    /* a θ that is no probability: refused, naming it, nothing changed */
+    const float wrong[] = {1.5f, -0.25f, INFINITY};
+    long puts = rows.puts;
+    for (int i = 0; i < 3; i++) {
+        memcpy(theta, model + 3 * h, sizeof(float) * h);
+        theta[9] = wrong[i];
+        err = (sim_err){0};
+        CHECK(absorb_theta(s, 3, theta, NULL, &err) == SIM_EFORMAT);
+        CHECK_MSG(strstr(err.msg, "theta[9]"), "%s", err.msg);
+    }
+    CHECK(rows.puts == puts && loo_bad(s, model, N, h) == 0);
+    fl_fedpews.server_free(s);
+
+    /* theta: binary: a client's row is the units it uploaded, whatever θ it sent */
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1, theta: binary}}");
+    fresh_rows(&e);
+    s = fl_fedpews.server_new(&e, &err);
+    uint8_t *keep = malloc((size_t)h);
+    for (int j = 0; j < N * h; j++)
+        model[j] = 0.5f;
+    for (int c = 0; c < 3; c++) {
+        for (int j = 0; j < h; j++) {
+            keep[j] = (j + c) % 3 != 0;
+            theta[j] = 0.3f;
+            model[c * h + j] = keep[j];
+        }
+        CHECK(absorb_theta(s, c, theta, keep, &err) == SIM_OK);
+    }
+    CHECK(loo_bad(s, model, N, h) == 0);
+    CHECK(rows.row[1] && !memcmp(rows.row[1], model + h, sizeof(float) * h));
+    fl_fedpews.server_free(s);
+    free(keep), free(got), free(model), free(theta);
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
+}
+
+/* Some warmup uploads of clients 0-3 with θ from vals, and an aggregation. */
+static void some_uploads(void *s, uint64_t seed)
+{
+    int h = fl_sub_units(&arch);
+    sim_err err = {0};
+    float *theta = malloc(sizeof(float) * h);
+    for (int c = 0; c < 4; c++) {
+        for (int j = 0; j < h; j++)
+            theta[j] = (float)ldexp(1, -(int)(lcg(&seed) % 150));
+        CHECK(absorb_theta(s, c, theta, NULL, &err) == SIM_OK);
+    }
+    fl_fedpews.server_aggregate(s);
+    free(theta);
+}
+
+static void save(void *s, msgpack_sbuffer *sb)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    fl_fedpews.server_save(s, &pk);
+}
+
+/* A server saved and loaded into a new one (the same rows, as a resumed run's store) sends the
+ * same θ_g∖i and saves the same bytes; a state of other clients or the old shape is refused.
+ * The saved state does not grow with the clients (the rows are the store's). */
+static void test_save_load(fl_config *cfg, fl_env *env)
+{
+    enum { N = 5 };
+    sim_err err = {0};
+    int h = fl_sub_units(&arch);
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
+    nn_partition pn = part;
+    pn.n_clients = N;
+    fl_env e = *env;
+    e.part = &pn;
+    fresh_rows(&e);
+    void *a = fl_fedpews.server_new(&e, &err), *b = fl_fedpews.server_new(&e, &err);
+    some_uploads(a, 3);
+    msgpack_sbuffer sa, sb;
+    save(a, &sa);
+    float *la = malloc(sizeof(float) * h), *lb = malloc(sizeof(float) * h);
+    loo_of(a, 4, la), loo_of(b, 4, lb);
+    CHECK(memcmp(la, lb, sizeof(float) * h)); /* b, before it loads, sends what a did not */
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    CHECK(msgpack_unpack_next(&u, sa.data, sa.size, &off) == MSGPACK_UNPACK_SUCCESS);
+    CHECK(fl_fedpews.server_load(b, &u.data, &err) == SIM_OK);
+    int same = 1;
+    for (int c = 0; c < N; c++) {
+        loo_of(a, c, la), loo_of(b, c, lb);
+        same &= !memcmp(la, lb, sizeof(float) * h);
+    }
+    save(b, &sb);
+    CHECK(same && sb.size == sa.size && !memcmp(sb.data, sa.data, sa.size));
+    msgpack_sbuffer_destroy(&sb);
+    /* another population's state, and the old one of five entries (Θ whole), are refused */
+    pn.n_clients = N + 1;
+    void *c6 = fl_fedpews.server_new(&e, &err);
+    err = (sim_err){0};
+    CHECK(fl_fedpews.server_load(c6, &u.data, &err) == SIM_EFORMAT);
+    CHECK_MSG(strstr(err.msg, "6 clients"), "%s", err.msg);
+    fl_fedpews.server_free(c6);
+    pn.n_clients = N;
+    msgpack_object old = u.data;
+    old.via.array.size = 5;
+    CHECK(fl_fedpews.server_load(b, &old, &err) == SIM_EFORMAT);
+    msgpack_unpacked_destroy(&u);
+    fl_fedpews.server_free(a), fl_fedpews.server_free(b);
+    /* 4,000 clients: the same uploads save to as many bytes as with 5 but the count's (msgpack
+     * writes 5 in one byte, 4000 in three) */
+    pn.n_clients = 4000;
+    fresh_rows(&e);
+    a = fl_fedpews.server_new(&e, &err);
+    some_uploads(a, 3);
+    save(a, &sb);
+    CHECK_MSG(sb.size == sa.size + 2 && rows.puts == 4,
+              "saved %zu bytes for 4000 clients, %zu for 5", sb.size, sa.size);
+    fl_fedpews.server_free(a);
+    msgpack_sbuffer_destroy(&sa), msgpack_sbuffer_destroy(&sb);
+    free(la), free(lb);
+}
+
+/* masks.tsv's row lists the round's uploaders in client-id order, a client that uploaded twice
+ * with its last units, as an upload per client in id order does. */
+static void test_masks_order(fl_config *cfg, fl_env *env)
+{
+    sim_err err = {0};
+    int h = fl_sub_units(&arch);
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
+    fresh_rows(env);
+    uint8_t *k[4];
+    float *theta = malloc(sizeof(float) * h);
+    for (int i = 0; i < 4; i++) {
+        k[i] = malloc((size_t)h);
+        for (int j = 0; j < h; j++) /* k[2] within k[3]: the same parameters held */
+            k[i][j] = i == 2 ? j % 4 == 0 : i == 3 ? j % 2 == 0 : (j + i) % 3 != 0;
+    }
+    for (int j = 0; j < h; j++)
+        theta[j] = 0.5f;
+    char *text[2];
+    for (int run = 0; run < 2; run++) {
+        fresh_rows(env);
+        void *s = fl_fedpews.server_new(env, &err);
+        static const int order[2][4] = {{2, 0, 1, 1}, {0, 1, 2, -1}};
+        static const int units[2][4] = {{1, 0, 2, 3}, {0, 3, 1, -1}};
+        for (int i = 0; i < 4 && order[run][i] >= 0; i++)
+            CHECK(absorb_theta(s, order[run][i], theta, k[units[run][i]], &err) == SIM_OK);
+        fl_fedpews.server_aggregate(s);
+        size_t len;
+        FILE *f = open_memstream(&text[run], &len);
+        fl_fedpews.report(s, f);
+        fclose(f);
+        fl_fedpews.server_free(s);
+    }
+    CHECK_MSG(!strcmp(text[0], text[1]), "%s\nvs\n%s", text[0], text[1]);
+    CHECK(strstr(text[1], "\t0:0.6641,1:0.5000,2:0.6680\n"));
+    for (int i = 0; i < 4; i++)
+        free(k[i]);
+    free(text[0]), free(text[1]), free(theta);
+}
+
 int main(void)
 {
     sim_err err = {0};
@@ -260,9 +633,14 @@ int main(void)
                      .lr_decay = 1,
                      .server_lr = 1};
     fl_env env = {&cfg, &arch, &train, &test, &part, 9, 0, NULL, NULL, NULL, NULL};
+    fresh_rows(&env);
     test_full_is_fedavg(&cfg, &env);
     test_fixed(&cfg, &env);
     test_score_step(&cfg, &env);
+    test_loo(&cfg, &env);
+    test_save_load(&cfg, &env);
+    test_masks_order(&cfg, &env);
+    test_rows_free(&rows);
     fl_config_destroy(&cfg);
     nn_partition_destroy(&part);
     nn_dataset_destroy(&train), nn_dataset_destroy(&test);
