@@ -62,6 +62,10 @@ typedef struct fl_rows {
      * len) reads as none, and the engine stops the run after the call, naming it. */
     int (*get)(void *ctx, int32_t client, void *row, size_t len);
     void (*put)(void *ctx, int32_t client, const void *row, size_t len);
+    /* The row get gave is not one the algorithm writes (what says why): the store is damaged or
+     * not this run's. The algorithm goes on from its initial row; the engine stops the run after
+     * the call, naming the client and the store. */
+    void (*bad)(void *ctx, int32_t client, const char *what);
     void *ctx;
 } fl_rows;
 
@@ -297,6 +301,7 @@ const void *fl_config_block(const fl_config *c, const fl_section *s);
  * server outside a run, as `fedsim check` makes one) get gives none and put is not allowed. */
 int fl_row_get(const fl_env *env, int32_t client, void *row, size_t len);
 void fl_row_put(const fl_env *env, int32_t client, const void *row, size_t len);
+void fl_row_bad(const fl_env *env, int32_t client, const char *what);
 void fl_result_init(fl_result *r);
 void fl_result_destroy(fl_result *r);
 void fl_worker_init(fl_worker *w);

@@ -22,6 +22,11 @@ void fl_row_put(const fl_env *env, int32_t client, const void *row, size_t len)
     env->rows->put(env->rows->ctx, client, row, len);
 }
 
+void fl_row_bad(const fl_env *env, int32_t client, const char *what)
+{
+    if (env->rows) env->rows->bad(env->rows->ctx, client, what);
+}
+
 void fl_result_init(fl_result *r)
 {
     memset(r, 0, sizeof *r);

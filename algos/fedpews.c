@@ -347,10 +347,17 @@ static void pews_free(void *p)
     free(s);
 }
 
-/* Client's θ_i into s->row. */
+/* Client's θ_i into s->row: its row, or the initial one (also for a row that is not
+ * probabilities, which fl_row_bad reports: only a damaged store gives one). */
 static void read_row(pews_server *s, int32_t client)
 {
-    if (fl_row_get(s->env, client, s->row, sizeof(float) * (size_t)s->h)) return;
+    if (fl_row_get(s->env, client, s->row, sizeof(float) * (size_t)s->h)) {
+        int j = 0;
+        while (j < s->h && (isnan(s->row[j]) || (s->row[j] >= 0 && s->row[j] <= 1)))
+            j++;
+        if (j == s->h) return;
+        fl_row_bad(s->env, client, "a value outside [0, 1]");
+    }
     for (int j = 0; j < s->h; j++)
         s->row[j] = s->init;
 }

@@ -107,6 +107,11 @@ static int row_none(void *ctx, int32_t c, void *row, size_t len)
     return 0;
 }
 
+static void row_ignore(void *ctx, int32_t c, const char *what)
+{
+    (void)ctx, (void)c, (void)what; /* none is read */
+}
+
 static void row_measure(void *ctx, int32_t c, const void *row, size_t len)
 {
     size_t *most = ctx;
@@ -134,7 +139,7 @@ static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
     fl_env env = sc->spec.env;
     env.cfg = &cfg;
     size_t row = 0;
-    fl_rows rows = {row_none, row_measure, &row};
+    fl_rows rows = {row_none, row_measure, row_ignore, &row};
     env.rows = &rows;
     const fl_algo *a = sc->spec.algo;
     void *server = a->server_new(&env, err);
@@ -253,7 +258,7 @@ static void print_states(const sim_scenario *sc, const sim_cli_prices *pr, const
         double m = pr->cls[i].down_bytes + pr->cls[i].up_bytes;
         job = m > job ? m : job;
     }
-    job += (double)p->state;
+    job += (double)(p->state - p->row); /* its new private state; the row stays put */
     char t[32], m[32], c[32], j[32];
     sim_format_bytes(t, sizeof t, base + cache + k * job);
     sim_format_bytes(m, sizeof m, base);

@@ -74,9 +74,21 @@ static void row_put(void *ctx, int32_t c, const void *row, size_t len)
     if (len > e->row_len) e->row_len = len;
 }
 
+static void row_bad(void *ctx, int32_t c, const char *what)
+{
+    sim_engine *e = ctx;
+    if (e->rows_failed) return;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/state.mdb", e->spec.out_dir ? e->spec.out_dir : ".");
+    e->rows_failed = sim_fail(&e->rows_err, SIM_EFORMAT, e->spec.out_dir ? path : NULL, 0, 0,
+                              "client %d's row in the state store is not one %s writes (%s): the "
+                              "store is damaged or not this run's",
+                              c, e->spec.algo->name, what);
+}
+
 void sim_eng_rows_init(sim_engine *e)
 {
-    e->rows = (fl_rows){row_get, row_put, e};
+    e->rows = (fl_rows){row_get, row_put, row_bad, e};
     e->spec.env.rows = &e->rows;
 }
 

@@ -14,7 +14,7 @@ typedef struct test_rows {
     fl_rows api;
     void *row[TEST_ROWS_MAX];
     size_t len[TEST_ROWS_MAX];
-    long gets, puts;
+    long gets, puts, bad; /* bad: rows the algorithm said it did not write */
 } test_rows;
 
 static int test_rows_get(void *ctx, int32_t c, void *row, size_t len)
@@ -36,10 +36,17 @@ static void test_rows_put(void *ctx, int32_t c, const void *row, size_t len)
     r->len[c] = len;
 }
 
+static void test_rows_bad(void *ctx, int32_t c, const char *what)
+{
+    test_rows *r = ctx;
+    (void)c, (void)what;
+    r->bad++;
+}
+
 static inline const fl_rows *test_rows_api(test_rows *r)
 {
     memset(r, 0, sizeof *r);
-    r->api = (fl_rows){test_rows_get, test_rows_put, r};
+    r->api = (fl_rows){test_rows_get, test_rows_put, test_rows_bad, r};
     return &r->api;
 }
 

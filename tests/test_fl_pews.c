@@ -473,6 +473,12 @@ static void test_loo(fl_config *cfg, fl_env *env)
         CHECK_MSG(strstr(err.msg, "theta[9]"), "%s", err.msg);
     }
     CHECK(rows.puts == puts && loo_bad(s, model, N, h) == 0);
+    /* a row that is no probabilities (a damaged store): reported as bad, the download built from
+     * the initial row, no crash */
+    ((float *)rows.row[3])[9] = 2.5f;
+    CHECK(rows.bad == 0);
+    loo_of(s, 3, got);
+    CHECK_MSG(rows.bad == 1, "a damaged row reported %ld times", rows.bad);
     fl_fedpews.server_free(s);
 
     /* theta: binary: a client's row is the units it uploaded, whatever θ it sent */
