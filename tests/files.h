@@ -22,6 +22,16 @@ static inline char *test_slurp(const char *path, size_t *len)
     return p;
 }
 
+/* 1 when the file at path holds text. */
+static inline int test_file_has(const char *path, const char *text)
+{
+    size_t n;
+    char *s = test_slurp(path, &n);
+    int has = s && strstr(s, text);
+    free(s);
+    return has;
+}
+
 /* 1 when path can be opened for reading. */
 static inline int test_readable(const char *path)
 {

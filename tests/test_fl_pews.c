@@ -264,6 +264,18 @@ static void fresh_rows(fl_env *env)
     env->rows = test_rows_api(&rows);
 }
 
+/* env over the first n clients of part (pn: their partition), learned masks, fresh rows. */
+static fl_env first_clients(fl_config *cfg, const fl_env *env, nn_partition *pn, int n)
+{
+    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
+    *pn = part;
+    pn->n_clients = n;
+    fl_env e = *env;
+    e.part = pn;
+    fresh_rows(&e);
+    return e;
+}
+
 /* Absorb client c's warmup upload with θ_i = theta (h floats), its subnetwork keep (NULL: every
  * unit) and a zero change. */
 static int absorb_theta(void *s, int c, const float *theta, const uint8_t *keep, sim_err *err)
@@ -398,12 +410,8 @@ static void test_loo(fl_config *cfg, fl_env *env)
     sim_err err = {0};
     int h = fl_sub_units(&arch);
     CHECK(LDBL_MANT_DIG >= 64); /* exact_double's long double */
-    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
-    nn_partition pn = part;
-    pn.n_clients = N;
-    fl_env e = *env;
-    e.part = &pn;
-    fresh_rows(&e);
+    nn_partition pn;
+    fl_env e = first_clients(cfg, env, &pn, N);
     void *s = fl_fedpews.server_new(&e, &err);
     float *model = malloc(sizeof(float) * N * (size_t)h), *theta = malloc(sizeof(float) * h);
     for (int j = 0; j < N * h; j++)
@@ -534,12 +542,8 @@ static void test_save_load(fl_config *cfg, fl_env *env)
     enum { N = 5 };
     sim_err err = {0};
     int h = fl_sub_units(&arch);
-    test_own(cfg, "{name: fedpews, pews: {warmup: 0.05, lambda: 1, mask_lr: 0.1}}");
-    nn_partition pn = part;
-    pn.n_clients = N;
-    fl_env e = *env;
-    e.part = &pn;
-    fresh_rows(&e);
+    nn_partition pn;
+    fl_env e = first_clients(cfg, env, &pn, N);
     void *a = fl_fedpews.server_new(&e, &err), *b = fl_fedpews.server_new(&e, &err);
     some_uploads(a, 3);
     msgpack_sbuffer sa, sb;

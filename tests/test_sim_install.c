@@ -49,12 +49,8 @@ static int exists(const char *rel)
 static int holds(const char *rel, const char *want)
 {
     char p[600];
-    size_t n;
     snprintf(p, sizeof p, "%s/%s", tmp, rel);
-    char *text = test_slurp(p, &n);
-    int ok = text && strstr(text, want);
-    free(text);
-    return ok;
+    return test_file_has(p, want);
 }
 
 int main(void)

@@ -117,12 +117,8 @@ static long reads_back(const char *name)
 static int err_has(const char *name, const char *text)
 {
     char p[200];
-    size_t len;
     snprintf(p, sizeof p, "%s/%s.err", dir, name);
-    char *msg = test_slurp(p, &len);
-    int has = msg && strstr(msg, text);
-    free(msg);
-    return has;
+    return test_file_has(p, text);
 }
 
 /* line run in the test's folder: 0 when it succeeded */
