@@ -54,8 +54,8 @@ typedef struct fl_config {
  * the run's --state-memory cache, committed with each checkpoint), so the server's memory does
  * not grow with the population and its checkpoint does not copy the table (server_save leaves
  * the rows out). Rows exist in the coordinator only: the server reads and writes them from
- * job_down, server_absorb, server_aggregate and eval_params (eval_client), never from
- * client_train. A row read is the last one put for the client. */
+ * job_down, server_absorb, server_aggregate and eval_params (eval_client; flagged
+ * FL_EVAL_ROWS), never from client_train. A row read is the last one put for the client. */
 typedef struct fl_rows {
     /* client's row (len bytes) into row: 1, or 0 when it has none yet (row untouched: the
      * algorithm's initial row). A row the store cannot give back (a failed disk, a length not
@@ -160,9 +160,9 @@ enum {
      * so the engine schedules the job from it at dispatch and needs its result only when its
      * training ends (sim/engine.c; a run that finds otherwise stops with an error) */
     FL_FIXED_COST = 1 << 6,
-    /* its server keeps a row per client through env->rows (fl_rows): the engine reads the rows
-     * an evaluation needs before its helper processes fork */
-    FL_CLIENT_ROWS = 1 << 7,
+    /* its evaluation (eval_params, eval_client) reads the server's per-client rows (fl_rows):
+     * the engine reads them for each batch of clients before its helper processes fork */
+    FL_EVAL_ROWS = 1 << 7,
 };
 
 /* An extra column of metrics.tsv (fl_algo.columns), after the engine's own: its header name, how

@@ -816,7 +816,7 @@ const fl_algo fl_fedpews = {
         .summary = "FedPeWS: personal subnetworks in a warmup, then FedAvg/FedProx",
         .doc = "a warmup in which clients learn and send personal subnetworks, then FedAvg or "
                "FedProx",
-        .flags = FL_HAS_GLOBAL | FL_CLIENT_ROWS,
+        .flags = FL_HAS_GLOBAL,
         .section = &fl_pews_section,
         .streams = STREAMS,
         .server_new = pews_new,

@@ -854,7 +854,7 @@ const fl_algo fl_pfedhn = {
                    "embedding; personal head",
         .doc = "pFedHN: a server-side hyper-network generates each client's body from its "
                "embedding; the head stays with the client; no global model",
-        .flags = FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST | FL_CLIENT_ROWS,
+        .flags = FL_COMPRESS_UP | FL_COMPRESS_DOWN | FL_FIXED_COST | FL_EVAL_ROWS,
         .section = &fl_pfedhn_section,
         .streams = STREAMS,
         .server_new = pfedhn_new,

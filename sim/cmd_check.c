@@ -121,9 +121,9 @@ static void row_measure(void *ctx, int32_t c, const void *row, size_t len)
 
 /* One real job (not cost-only) of the client with the fewest samples (the cheapest to train), of
  * one local step, on the server as server_new makes it: its result's private state is what the
- * engine keeps for every client that has trained, and, for an algorithm with per-client rows,
- * the row its aggregation writes for the client too. Their size into p; a cost-only scenario
- * trains nothing and keeps no state. -1 with err when the algorithm fails. */
+ * engine keeps for every client that has trained, and the row the server's absorbing and
+ * aggregating it writes for the client, if the algorithm keeps per-client rows. Their size into p;
+ * a cost-only scenario trains nothing and keeps no state. -1 with err when the algorithm fails. */
 static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
 {
     p->client = -1;
@@ -153,7 +153,7 @@ static int measure_state(const sim_scenario *sc, state_plan *p, sim_err *err)
     fl_result res;
     fl_result_init(&res);
     int rc = a->client_train(&env, &job, &wk, &res, err);
-    if (!rc && (a->flags & FL_CLIENT_ROWS) && res.up_bytes > 0) {
+    if (!rc && res.up_bytes > 0) { /* the rows the server keeps for it, if any */
         rc = a->server_absorb(server, c, res.up.data, res.up.size, 1, 1, err);
         if (!rc) a->server_aggregate(server);
     }

@@ -251,7 +251,7 @@ void sim_eng_rows_init(sim_engine *e);
 int sim_eng_rows_failed(sim_engine *e, sim_err *err);
 /* Read the rows of clients ids (n, any order, repeats allowed) from the store, and serve the
  * server's reads from them until sim_eng_rows_unfetch (an evaluation's helpers must not use the
- * store); nothing for an algorithm without FL_CLIENT_ROWS. */
+ * store); nothing for an algorithm without FL_EVAL_ROWS. */
 int sim_eng_rows_fetch(sim_engine *e, const int32_t *ids, int n, sim_err *err);
 void sim_eng_rows_unfetch(sim_engine *e);
 /* Place every job needed at or before upto (DEV_TIME_NEVER: all), waiting for its result. */

@@ -101,7 +101,7 @@ int sim_eng_rows_failed(sim_engine *e, sim_err *err)
 int sim_eng_rows_fetch(sim_engine *e, const int32_t *ids, int n, sim_err *err)
 {
     sim_eng_rows_unfetch(e);
-    if (!(e->spec.algo->flags & FL_CLIENT_ROWS)) return SIM_OK;
+    if (!(e->spec.algo->flags & FL_EVAL_ROWS)) return SIM_OK;
     e->fetch_id = sim_xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     memcpy(e->fetch_id, ids, sizeof(int32_t) * (size_t)n);
     sim_eng_sort_ids(e->fetch_id, n);
