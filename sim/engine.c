@@ -387,14 +387,11 @@ int sim_eng_state_get(sim_engine *e, int32_t c, const void **data, size_t *len, 
 {
     int rc = sim_store_get(e->store, (uint32_t)c, data, len, err);
     if (rc < 0) return rc;
-    if (rc == 0 || *len != e->c[c].priv_len) { /* a store that does not match the checkpoint */
-        char path[1100];
-        snprintf(path, sizeof path, "%s/state.mdb", e->spec.out_dir ? e->spec.out_dir : ".");
-        return sim_fail(err, SIM_EFORMAT, e->spec.out_dir ? path : NULL, 0, 0,
+    if (rc == 0 || *len != e->c[c].priv_len) /* a store that does not match the checkpoint */
+        return sim_fail(err, SIM_EFORMAT, sim_store_path(e->store), 0, 0,
                         "the state store holds %zu bytes for client %d where the run recorded "
                         "%zu: it does not belong to this run's checkpoint",
                         rc ? *len : 0, c, e->c[c].priv_len);
-    }
     return SIM_OK;
 }
 

@@ -48,15 +48,11 @@ static int row_get(void *ctx, int32_t c, void *row, size_t len)
     }
     if (rc <= 0) return 0;
     if (have != len) {
-        if (!e->rows_failed) {
-            char path[1100];
-            snprintf(path, sizeof path, "%s/state.mdb", e->spec.out_dir ? e->spec.out_dir : ".");
-            e->rows_failed =
-                    sim_fail(&e->rows_err, SIM_EFORMAT, e->spec.out_dir ? path : NULL, 0, 0,
-                             "the state store holds %zu bytes for client %d's row where "
-                             "the algorithm reads %zu: it does not belong to this run",
-                             have, c, len);
-        }
+        if (!e->rows_failed)
+            e->rows_failed = sim_fail(&e->rows_err, SIM_EFORMAT, sim_store_path(e->store), 0, 0,
+                                      "the state store holds %zu bytes for client %d's row where "
+                                      "the algorithm reads %zu: it does not belong to this run",
+                                      have, c, len);
         return 0;
     }
     memcpy(row, p, len);
@@ -78,9 +74,7 @@ static void row_bad(void *ctx, int32_t c, const char *what)
 {
     sim_engine *e = ctx;
     if (e->rows_failed) return;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/state.mdb", e->spec.out_dir ? e->spec.out_dir : ".");
-    e->rows_failed = sim_fail(&e->rows_err, SIM_EFORMAT, e->spec.out_dir ? path : NULL, 0, 0,
+    e->rows_failed = sim_fail(&e->rows_err, SIM_EFORMAT, sim_store_path(e->store), 0, 0,
                               "client %d's row in the state store is not one %s writes (%s): the "
                               "store is damaged or not this run's",
                               c, e->spec.algo->name, what);

@@ -495,6 +495,11 @@ static int resume_open(sim_store *s, const char *identity, sim_err *err)
     return rc;
 }
 
+const char *sim_store_path(const sim_store *s)
+{
+    return s->memory ? NULL : s->db.path;
+}
+
 int sim_store_open(sim_store **out, const char *dir, const char *identity,
                    const sim_store_opts *opts, sim_store_mode mode, sim_err *err)
 {

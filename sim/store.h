@@ -72,6 +72,8 @@ typedef struct sim_store_stats {
  * memory-only store (NEW only). 0, or negative with err naming the file. */
 int sim_store_open(sim_store **out, const char *dir, const char *identity,
                    const sim_store_opts *opts, sim_store_mode mode, sim_err *err);
+/* DIR/state.mdb, for errors about what it holds; NULL for a memory-only store. */
+const char *sim_store_path(const sim_store *s);
 /* Close, discarding what was not committed (the spill file goes). NULL is a no-op. */
 void sim_store_free(sim_store *s);
 
