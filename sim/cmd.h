@@ -91,6 +91,8 @@ enum { OPTS_CHECK, OPTS_RUN, OPTS_SWEEP, OPTS_RESUME };
 int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what);
 /* The options of `resume RUN_DIR`: RUN_DIR's scenario.yaml (into scenario), its folder (dir). */
 int sim_cli_parse_resume(run_opts *o, int argc, char **argv, char dir[1024], char scenario[1100]);
+/* The run folder `fedsim run` writes without --out: runs/NAME-SEED. */
+void sim_cli_run_dir(const sim_scenario *sc, char *out, size_t n);
 /* Load o's scenario with --seed and --cost-only folded in as --set overrides; its note (keys
  * its federation mode leaves unused) goes to stderr, but for a worker rank's (o->rank_worker). */
 int sim_cli_load_scenario(sim_scenario *sc, const run_opts *o, sim_err *err);

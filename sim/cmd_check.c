@@ -189,8 +189,8 @@ static void plan_states(const sim_scenario *sc, state_plan *p)
                                                 : INFINITY;
     p->clients = p->state ? (jobs < n ? jobs : n) : 0;
     p->disk = sim_state_disk_bytes(p->state, p->clients);
-    /* as cmd_run names it, and the nearest folder of it that exists already, for statvfs */
-    snprintf(p->dir, sizeof p->dir, "runs/%s-%llu", sc->name, (unsigned long long)sc->spec.seed);
+    /* as run names it, and the nearest folder of it that exists already, for statvfs */
+    sim_cli_run_dir(sc, p->dir, sizeof p->dir);
     char at[1100];
     snprintf(at, sizeof at, "%s", p->dir);
     struct statvfs vfs;

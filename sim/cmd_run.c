@@ -20,6 +20,11 @@
 
 /* Parse the options of check, run, sweep or resume (what = OPTS_*). resume takes a run folder and
  * only the options that cannot change a result: everything else is in its scenario.yaml. */
+void sim_cli_run_dir(const sim_scenario *sc, char *out, size_t n)
+{
+    snprintf(out, n, "runs/%s-%llu", sc->name, (unsigned long long)sc->spec.seed);
+}
+
 int sim_cli_parse_run(run_opts *o, int argc, char **argv, int what)
 {
     memset(o, 0, sizeof *o);
@@ -215,7 +220,7 @@ static int run_body(const run_opts *o, sim_scenario *loaded, char *out, size_t o
     if (o->out)
         snprintf(out, out_size, "%s", o->out);
     else
-        snprintf(out, out_size, "runs/%s-%llu", sc->name, (unsigned long long)sc->spec.seed);
+        sim_cli_run_dir(sc, out, out_size);
     if (sim_cli_mkdirs(out)) {
         sim_scenario_destroy(sc);
         fprintf(stderr, "fedsim: %s: cannot create the run folder: %s\n", out, strerror(errno));
