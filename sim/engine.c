@@ -342,15 +342,11 @@ int sim_engine_run(sim_engine *e, sim_err *err)
                           strerror(errno));
         /* the states were for resuming (the spill goes as the store closes) */
         store_figures(e->store, &e->state_reads, &e->state_disk);
-        sim_store_free(e->store);
+        if (rc) /* the checkpoint stays: so do the states it resumes from */
+            sim_store_free(e->store);
+        else
+            rc = sim_store_remove(e->store, err);
         e->store = NULL;
-        static const char *const gone[] = {"state.mdb", "state.mdb-lock"};
-        for (int i = 0; i < 2 && !rc; i++) {
-            snprintf(path, sizeof path, "%s/%s", e->spec.out_dir, gone[i]);
-            if (unlink(path) && errno != ENOENT)
-                rc = sim_fail(err, SIM_EIO, path, 0, 0, "finished, but cannot remove: %s",
-                              strerror(errno));
-        }
     }
     return rc;
 }

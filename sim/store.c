@@ -299,16 +299,22 @@ static int env_open(lenv *e, size_t map, unsigned flags, unsigned maxdbs, sim_er
     return 0;
 }
 
-/* Delete path and its LMDB lock file; 0 when they are gone (or never were). */
-static int remove_files(const char *path, sim_err *err)
+/* Delete path and its LMDB lock file; 0 when they are gone (or never were), else an error
+ * "what: the OS's reason". */
+static int remove_files_as(const char *path, const char *what, sim_err *err)
 {
     char lock[PATH_MAX_STORE + 8];
     snprintf(lock, sizeof lock, "%s-lock", path);
     if (unlink(path) && errno != ENOENT)
-        return sim_fail(err, SIM_EIO, path, 0, 0, "cannot remove: %s", strerror(errno));
+        return sim_fail(err, SIM_EIO, path, 0, 0, "%s: %s", what, strerror(errno));
     if (unlink(lock) && errno != ENOENT)
-        return sim_fail(err, SIM_EIO, lock, 0, 0, "cannot remove: %s", strerror(errno));
+        return sim_fail(err, SIM_EIO, lock, 0, 0, "%s: %s", what, strerror(errno));
     return 0;
+}
+
+static int remove_files(const char *path, sim_err *err)
+{
+    return remove_files_as(path, "cannot remove", err);
 }
 
 static void u64_put(unsigned char b[8], uint64_t x)
@@ -527,6 +533,15 @@ int sim_store_open(sim_store **out, const char *dir, const char *identity,
     }
     *out = s;
     return 0;
+}
+
+int sim_store_remove(sim_store *s, sim_err *err)
+{
+    char path[PATH_MAX_STORE];
+    int memory = s->memory;
+    snprintf(path, sizeof path, "%s", s->db.path);
+    sim_store_free(s);
+    return memory ? 0 : remove_files_as(path, "finished, but cannot remove", err);
 }
 
 void sim_store_free(sim_store *s)

@@ -76,6 +76,9 @@ int sim_store_open(sim_store **out, const char *dir, const char *identity,
 const char *sim_store_path(const sim_store *s);
 /* Close, discarding what was not committed (the spill file goes). NULL is a no-op. */
 void sim_store_free(sim_store *s);
+/* Close and delete DIR/state.mdb and its lock too: a finished run's states were for resuming. 0,
+ * or negative naming the file that could not be removed ("finished, but cannot remove"). */
+int sim_store_remove(sim_store *s, sim_err *err);
 
 /* Client id's state: 1 with *data and *len set (a buffer the store owns, valid until the next
  * call on s), 0 when the client has none, negative on a read error. */
